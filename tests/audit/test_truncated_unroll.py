@@ -104,3 +104,77 @@ def test_only_a_cut_inside_the_unroll_a_loss_reads_is_a_failure(tmp_path, script
     cut = [f for f in failures(report) if f["kind"] == "truncated"]
     assert bool(cut) == found, [f["message"] for f in failures(report)]
     assert (code == 1) == found, [f["message"] for f in failures(report)]
+
+
+# a recurrence of plain operations inside one network's forward, no call per step (an IndRNN
+# layer, Li et al. 2018; Sunnydreamrain/IndRNN_pytorch steps ``relu(x_t + weight_hh * h)``)
+PLAIN = """\
+import argparse
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Linear(3, 5)
+        self.weight_hh = nn.Parameter(torch.rand(5))
+
+    def forward(self, x):
+        x = self.dense(x)
+        h = torch.zeros(x.size(1), 5)
+        states = []
+        for x_t in x.unbind(0):
+            STEP
+            states.append(h)
+        return torch.stack(states)
+
+
+net = Recurrent()
+head = nn.Linear(5, 2)
+optimizer = torch.optim.SGD([*net.parameters(), *head.parameters()], lr=0.1)
+for step in range(4):
+    x, y = torch.randn(6, 8, 3), torch.randn(6, 8, 2)
+    loss = ((head(net(x)) - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+if args.out:
+    torch.save({"net": net.state_dict(), "head": head.state_dict()}, args.out)
+"""
+
+PLAIN_PUBLISHED = "h = torch.relu(x_t + self.weight_hh * h)"
+PLAIN_CUT = "h = torch.relu(x_t + self.weight_hh * h.detach())"
+# the same input at every step, the estimate cut before each update and every one compared
+# (RAFT's refinement, written in plain operations): not an unroll
+PLAIN_REFINED = PLAIN.replace("for x_t in x.unbind(0):", "for _ in range(6):").replace(
+    "STEP", "h = torch.relu(x[0] + self.weight_hh * h.detach())")
+
+
+def test_a_state_cut_in_a_loop_of_plain_operations_is_found_and_its_edit_trains(tmp_path):
+    buggy = PLAIN.replace("STEP", PLAIN_CUT)
+    folder = twins(tmp_path, PLAIN.replace("STEP", PLAIN_PUBLISHED), buggy)
+    done = applied_and_trains(folder, "truncated")
+    line = next(i for i, x in enumerate(buggy.splitlines(), 1) if ".detach()" in x)
+    assert f"at:   train.py:{line}:" in done.stdout and "`h`, cut by" in done.stdout, \
+        done.stdout
+    assert "tensors: h, net.weight_hh" in done.stdout, done.stdout
+    assert ".detach()" not in (folder / "train.py").read_text()
+
+
+@pytest.mark.parametrize(("script", "found"), [
+    (PLAIN.replace("STEP", PLAIN_CUT), True),
+    (PLAIN.replace("STEP", PLAIN_PUBLISHED), False),
+    (PLAIN_REFINED, False),
+], ids=["cut", "published", "refined"])
+def test_in_plain_operations_only_a_cut_inside_the_unroll_is_a_failure(tmp_path, script, found):
+    path = tmp_path / "train.py"
+    path.write_text(script, encoding="utf-8")
+    code, report = audit(tmp_path, path, "--steps", "2")
+    cut = [f for f in failures(report) if f["kind"] == "truncated"]
+    assert bool(cut) == found and (code == 1) == found, [f["message"] for f in report["findings"]]

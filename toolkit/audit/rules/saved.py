@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["holds_saved", "saved_bytes"]
+__all__ = ["holds_saved", "saved_bytes", "saved_values"]
 
 
 def _saved(node: Any) -> Iterator[torch.Tensor | None]:
@@ -26,6 +26,19 @@ def _saved(node: Any) -> Iterator[torch.Tensor | None]:
         for t in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(t, torch.Tensor):
                 yield t
+
+
+def saved_values(node: Any) -> Iterator[Any]:
+    """Each value ``node`` saved that a backward has not freed: a tensor, or an argument that
+    is none (a slice's start, a selection's index), the tensors of a saved list one by one."""
+    for attr in dir(node):
+        if not attr.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, attr)
+        except RuntimeError:  # freed by a backward already
+            continue
+        yield from value if isinstance(value, (list, tuple)) else [value]
 
 
 def holds_saved(node: Any) -> bool:

@@ -25,20 +25,32 @@ It is told apart from the cuts that belong inside a loss by what the two calls r
   it), not what another network made of it: a prediction fed back as the next input, cut
   (a closed-loop forecaster, scheduled sampling), is an input the method chose to cut.
 
+A recurrence written in plain operations inside one network's forward (an IndRNN layer's
+``h = relu(x_t + weight_hh * h.detach())`` over the time steps, as Sunnydreamrain/IndRNN_pytorch
+steps it) calls no network per step. There the steps are the runs of one cut's line: the state
+cut at one run is what the operations made after the previous run read (the operation that
+trains a recurrent weight saves the state it multiplies, so the graph shows it), the loss reads
+the states of both runs, and no two steps in a row read the same input (a refinement reads the
+same one at every step, as RAFT's update reads the same context).
+
 The failure names the cut's line; its edit removes the ``.detach()`` (a statement
 ``h = h.detach()`` goes whole)."""
 
 from __future__ import annotations
 
 import ast
+from itertools import pairwise
+
+import torch
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
-from toolkit.audit.record.backward import places
+from toolkit.audit.record.backward import places, sequence
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.recycling import Pass, identity
 from toolkit.audit.rules.running.state import WatchState
+from toolkit.audit.rules.saved import saved_values
 from toolkit.lens.graph_walk import walk
 
 __all__ = ["truncated"]
@@ -84,6 +96,110 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None) -> None:
         w.meant.pop(cut, None)   # a finding, not a cut taken as meant
     for cuts_here in by_line.values():
         w.add(_finding(w, cuts_here, site))
+    for cut, params in _by_hand(w, nodes, since, set(found)).items():
+        w.meant.pop(cut, None)
+        w.add(_by_hand_finding(w, cut, params, site))
+
+
+def _by_hand(w: WatchState, nodes: set[int], since: int, done: set[Site]
+             ) -> dict[Site, set[int]]:
+    """The cuts of one line run at each step of a recurrence of plain operations, both steps'
+    states read by the loss (see the module's docstring), with the ids of the tensors the
+    steps' own operations train; not those in ``done``."""
+    runs: dict[Site, list[tuple[object, torch.Tensor]]] = {}
+    for node, cut, out, event in w.detaches:
+        if event == since and not out.requires_grad and cut not in done:
+            runs.setdefault(cut, []).append((node, out))
+    # what a network returned: a value a network made of the state is no state made by
+    # plain operations (a closed-loop forecaster's prediction, fed back cut)
+    calls = {id(node) for node, _, event in w.call_outputs if event == since}
+    found: dict[Site, set[int]] = {}
+    for cut, made in runs.items():
+        states = {id(node) for node, _ in made}
+        steps = [_step(node, before, out, states, calls)
+                 if id(before) in nodes and id(node) in nodes else None
+                 for (before, out), (node, _) in pairwise(made)]
+        pairs = [(a, b) for a, b in pairwise(steps) if a is not None and b is not None]
+        # each step a new input, never the one the step before read
+        if pairs and all(a[0] and b[0] and not a[0] & b[0] for a, b in pairs):
+            found[cut] = {k for step in steps if step is not None for k in step[1]}
+    return found
+
+
+def _step(node: object, before: object, out: torch.Tensor, states: set[int],
+          calls: set[int]) -> tuple[set[tuple], set[int]] | None:
+    """The operations autograd made after ``before`` (the state one run of the cut took)
+    that the state at ``node`` is computed by, up to the outputs of network calls (``calls``,
+    by ``id``: inputs of the step): ``None`` where none of them read ``out`` (that run's cut
+    value), where ``node`` is a network's output, or where they reach one of the ``states``
+    the line cut (by ``id``) uncut, so that they are more than one step (the next layer
+    reading every state of the one below), else the inputs they read from outside (an edge
+    into an earlier node, with the operation's own arguments, which tell ``x[t]`` from
+    ``x[t - 1]``; a constant they saved, such as a time step of the data) and the ids of the
+    tensors they train."""
+    if id(node) in calls:
+        return None
+    start, cut = sequence(before), identity(out)
+    reads = False
+    inputs: set[tuple] = set()
+    trained: set[int] = set()
+    seen = {id(node)}
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        arguments: tuple | None = None
+        for value in saved_values(n):
+            if isinstance(value, torch.Tensor) and value.grad_fn is None and \
+                    not value.requires_grad:
+                key = identity(value)
+                if key == cut:
+                    reads = True
+                else:
+                    inputs.add(key)
+        for child, nr in getattr(n, "next_functions", ()):
+            if child is None:
+                continue
+            variable = getattr(child, "variable", None)
+            if id(child) in states:
+                return None
+            if variable is not None:
+                trained.add(id(variable))
+            elif sequence(child) > start and id(child) not in calls:
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    todo.append(child)
+            else:
+                if arguments is None:
+                    arguments = tuple(repr(v) for v in saved_values(n)
+                                      if not isinstance(v, torch.Tensor))
+                inputs.add(("edge", id(child), nr, arguments))
+    return (inputs, trained) if reads else None
+
+
+def _by_hand_finding(w: WatchState, cut: Site, params: set[int],
+                     site: Site | None) -> ScriptFinding:
+    names = w.names()
+    held = [(key, p) for i, o in enumerate(w.optimizers) for key, p in keyed(i, o)
+            if id(p) in params]
+    state, edits = _uncut(w, cut)
+    what = f"`{state}`" if state else "the state"
+    trained = ", ".join(f"`{names.get(id(p), '?')}`" for _, p in held) or "the network"
+    return ScriptFinding(
+        "truncated", w.iteration,
+        f"{what}, cut by `.detach()` at {cut}, is what the next run of that line reads, at "
+        f"the next step of the loop that made it, beside a new input, and "
+        f"{w.loss_label(site)} (backward at {site}) reads the states of both steps: the cut "
+        f"truncates backpropagation through time to one step inside the unroll the loss "
+        f"reads whole, so {trained} never learn through the states that led to each step. "
+        f"Truncated BPTT cuts the state between chunks, where one chunk's backward() ends",
+        tuple(key for key, _ in held),
+        tuple(dict.fromkeys([*([state] if state else []),
+                             *(names.get(id(p), "?") for _, p in held)])),
+        tuple(dict.fromkeys(s.shown() for s in (cut, *((site,) if site else ())))),
+        tuple(edits),
+        advice=f"remove the `.detach()` at {cut}: the state keeps its graph through the "
+               f"unroll the loss reads",
+        step=w.step_events, concerned=("*",))
 
 
 def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
