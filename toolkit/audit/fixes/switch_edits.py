@@ -33,7 +33,9 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
     statement is moved after the block, its first before the ``with`` (dedented: either runs
     where it ran, only with gradients on); a block of one statement loses its ``with``.
     ``None`` when ``line`` is in no such block, or the statement is neither its first nor its
-    last."""
+    last. Where a statement after it in the block makes, from what it assigns, a value the
+    code after the block reads (GRU-D's decay, then the imputation made from it), that would
+    cut it again: the block loses its ``with`` whole, and the line is the ``with``'s."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
@@ -43,9 +45,13 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
         return None
     holder = next((st for st in best.body
                    if st.lineno <= line <= (st.end_lineno or st.lineno)), None)
-    if holder is None or holder not in (best.body[0], best.body[-1]):
+    if holder is None:
         return None
     lines = split_lines(text)
+    if _read_after(tree, best, holder):
+        return _unwrapped(path, text, lines, best)
+    if holder not in (best.body[0], best.body[-1]):
+        return None
     end = holder.end_lineno or holder.lineno
     last = holder is best.body[-1]
     if last and (best.end_lineno or best.lineno) != end:
@@ -63,6 +69,43 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
         return holder.lineno, [edit_at(path, (holder.lineno, 0), (end + 1, 0), dedented)]
     return holder.lineno, [edit_at(path, (best.lineno, 0), (best.lineno, 0), dedented),
                            edit_at(path, (holder.lineno, 0), (end + 1, 0), "")]
+
+
+def _read_after(tree: ast.Module, block: ast.With, holder: ast.stmt) -> bool:
+    """Whether a statement of ``block`` after ``holder`` makes a new value (a plain name
+    assigned) from a name ``holder`` assigns, which the code after the block reads: the
+    forward goes on from it (GRU-D's imputation, made from the decay). A statistic written in
+    place from it (``second_moment += features.t() @ features``) is what the block is for."""
+    def names(st: ast.stmt) -> set[str]:
+        targets = st.targets if isinstance(st, ast.Assign) else []
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+    made = names(holder) if isinstance(holder, ast.Assign) else set()
+    end = block.end_lineno or block.lineno
+    # in the function that holds the block (or the module)
+    scope = max((f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and f.lineno < block.lineno <= (f.end_lineno or f.lineno)),
+                key=lambda f: f.lineno, default=tree)
+    later = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name)
+             and isinstance(n.ctx, ast.Load) and n.lineno > end}
+    return any(isinstance(st, ast.Assign) and names(st) & later and any(
+        isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in made
+        for n in ast.walk(st.value)) for st in block.body[block.body.index(holder) + 1:])
+
+
+def _unwrapped(path: str, text: str, lines: list[str], block: ast.With
+               ) -> tuple[int, list[Edit]] | None:
+    """The ``with`` of ``block`` taken away, its body dedented in place."""
+    first, end = block.body[0], block.body[-1].end_lineno or block.body[-1].lineno
+    if (block.end_lineno or block.lineno) != end or first.lineno == block.lineno or \
+            first.col_offset != len(indent_of(text, first.lineno)):
+        return None   # a comment or a continuation after it, or a body on the with's line
+    shift = first.col_offset - block.col_offset
+    body = lines[first.lineno - 1:end]
+    if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
+        return None
+    dedented = "".join(x[shift:] if x.strip() else x for x in body)
+    return block.lineno, [edit_at(path, (block.lineno, 0), (end + 1, 0), dedented)]
 
 
 def off_decorator(path: str, line: int) -> tuple[int, list[Edit]] | None:

@@ -280,9 +280,12 @@ class CallWatch(TorchFunctionMode):
         if not grad and name not in _VALUE_FREE:
             if not rec.calling:   # the step's own code under no_grad
                 _cut_in_block(rec, inputs, out)
-            elif any(t.grad_fn is not None for t in inputs) and cut_by_user():
+            elif any(t.grad_fn is not None or t.requires_grad for t in inputs) and \
+                    cut_by_user():
                 # a forward's, where the user cut it: read only by the dead rule (a cut
-                # inside a module is the module's own, as SuperLoss's confidence is)
+                # inside a module is the module's own, as SuperLoss's confidence is), of
+                # values with a graph or of the module's own weights (GRU-D's input decay
+                # computed from them under no_grad, as if it were the data's preprocessing)
                 _cut_in_block(rec, inputs, out, inside=True)
         if grad and any(t.requires_grad for t in inputs) and any(
                 not (t.is_floating_point() or t.is_complex()) for t in tensors_in([out])):
@@ -439,10 +442,12 @@ def _cut_in_block(rec: Any, inputs: list[torch.Tensor], out: Any,
     """Values the step's own code computes under ``torch.no_grad()`` from values with a graph
     (BEAR's ``critic(state, actions.reshape(...))`` in a no_grad block, the actor's actions
     made before it): cut there, as a network's output under no_grad is, by what they were
-    computed from (:attr:`Recording.cut_values`)."""
-    fed = [t for t in inputs if t.grad_fn is not None]
+    computed from (:attr:`Recording.cut_values`). ``inside`` a module's forward, from its
+    weights too (a tensor that requires grad, read as it is); a weight written in place (a
+    clamp) is no value made."""
+    fed = [t for t in inputs if t.grad_fn is not None or (inside and t.requires_grad)]
     made = [m for m in ([out] if isinstance(out, torch.Tensor) else tensors_in([out]))
-            if m.grad_fn is None and m.is_floating_point()
+            if m.grad_fn is None and not m.requires_grad and m.is_floating_point()
             and ((e := rec.cut_values.get(id(m))) is None or e[0]() is not m)]
     if not fed or not made:
         return
@@ -489,8 +494,11 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
         rec.cut_read.append((rec.call, tuple(cuts.values()), user_line(), name, id(out.grad_fn)))
         if out.numel() <= max(t.numel() for t in inputs):
             rec.one_to_one.add(id(out.grad_fn))
-        if any(t.grad_fn is None and t.requires_grad for t in inputs):
-            # read by a layer with weights that train (a forward goes on from the cut value)
+        if any(t.grad_fn is None and t.requires_grad for t in inputs) or (
+                rec.calling and rec.inside_forward(tuple(cuts.values()))):
+            # read by a layer with weights that train, or with a graph inside the forward
+            # that cut it (joined to the state GRU-D's cell carries): a forward goes on from
+            # the cut value
             rec.cut_fed.append((tuple(cuts.values()), user_line()))
     if grad and name in _SUMS and cut_input.numel() == out.numel() \
             and bool(cut_input.detach().ne(0).any()):

@@ -152,7 +152,9 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
             cut_site, cut_what, edit, mid_forward = cut
             # with the values the cut makes, as the script names them (not a name the
             # script's frames hold with a graph: a loss made with the cut value)
-            made = sorted(n for n in S.assigned_names(cut_site.path, cut_site.line)
+            made = sorted(n for line in (S.block_body(cut_site.path, cut_site.line)
+                                         or [cut_site.line])
+                          for n in S.assigned_names(cut_site.path, line)
                           if not (isinstance(v := w.scope.get(n), torch.Tensor)
                                   and (v.grad_fn is not None or v.requires_grad))) \
                 if cut_site.path else []
@@ -508,9 +510,7 @@ def cut_of(w: WatchState, p: torch.Tensor, owners: dict[int, int] | None = None)
                 if moved is not None:
                     at, edits = moved
                     cut = S.cutting_call(path, line) or "torch.no_grad()"
-                    return (Site(path, at, None),
-                            f"`{S.statement_text(path, at)}` under `with {cut}`",
-                            tuple(edits), False)
+                    return Site(path, at, None), _moved(path, at, cut), tuple(edits), False
             return site, f"a call of {type(module).__name__} under no_grad", (), False
     return None
 
@@ -542,8 +542,7 @@ def _cut_mid_forward(w: WatchState, p: torch.Tensor):
                     moved = w.fixes.out_of_no_grad(line.path, body[0])
                     cut = S.cutting_call(line.path, body[0]) or "torch.no_grad()"
                 if moved is not None:
-                    what = f"`{S.statement_text(line.path if body else caller.path, moved[0])}`" \
-                        f" under `with {cut}`"
+                    what = _moved(line.path if body else caller.path, moved[0], cut)
             else:
                 moved = w.fixes.off_decorator(caller.path, caller.number)
                 if moved is not None:
@@ -554,6 +553,14 @@ def _cut_mid_forward(w: WatchState, p: torch.Tensor):
             at, edits = moved
             return Site(caller.path, at, None), what, tuple(edits), True
     return None
+
+
+def _moved(path: str, at: int, cut: str) -> str:
+    """What an edit takes out of ``with cut:``: the statement at ``at``, or the block whose
+    ``with`` is there (:func:`~toolkit.audit.fixes.switch_edits.out_of_no_grad`)."""
+    if S.block_body(path, at):
+        return f"the block `{linecache.getline(path, at).strip()}`"
+    return f"`{S.statement_text(path, at)}` under `with {cut}`"
 
 
 def is_idle(w: WatchState, p: torch.Tensor, owners: dict[int, int]) -> bool:
