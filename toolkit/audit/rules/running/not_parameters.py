@@ -179,6 +179,8 @@ def plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
         srcs = {s for k, _, _, _, _ in tensors for s in w.ledger.live[k] if s.site is not None}
         at += sorted({s.site.shown() for s in srcs})
         holders = sorted({type(m).__name__ for _, _, _, m, _ in tensors})
+        if any(f.kind == "unstepped" and f.tensors == shown for f in w.findings.values()):
+            continue   # found at an earlier iteration
         w.add(ScriptFinding(
             "unstepped", w.iteration,
             f"{len(tensors)} tensors of {root} get gradient and no optimizer steps them: "

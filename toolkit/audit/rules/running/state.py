@@ -468,8 +468,15 @@ class WatchState:
     def kept_plainly(self) -> Iterator[Kept]:
         """What the modules of :meth:`networks` keep in plain attributes, where torch does not
         look (``named_parameters`` and ``state_dict`` miss them): each attribute, and each
-        item of a plain ``list``, ``tuple`` or ``dict`` attribute, the largest network first."""
-        for network, root in self.networks():
+        item of a plain ``list``, ``tuple`` or ``dict`` attribute, the largest network first;
+        then what the networks the script's names hold keep (the deep Markov model's initial
+        state, ``self.h_0``, beside the modules its method ``neg_elbo`` calls, the model
+        itself never called)."""
+        seen = set()
+        for network, root in [*self.networks(), *self._held_by_names()]:
+            if id(network) in seen:
+                continue
+            seen.add(id(network))
             for sub_name, sub in network.named_modules():
                 for attr, value in list(vars(sub).items()):
                     path = f"{sub_name}.{attr}" if sub_name else attr
