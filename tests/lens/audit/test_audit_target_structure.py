@@ -259,3 +259,21 @@ def test_a_focal_loss_weight_is_part_of_the_loss() -> None:
         return (-(1 - p) ** 2 * log_p).mean()
 
     assert audit_step(focal, opt).ok
+
+
+@pytest.mark.parametrize("distance", sorted(_DISTANCES))
+def test_a_forecast_scaled_back_by_a_learnt_level_compared_with_data_is_clean(
+        distance: str) -> None:
+    """ES-RNN's output (Smyl 2020): a network's forecast of the series divided by a learnt
+    level, scaled back by that level (``f(y / level) * level``), compared with the future
+    values, which are data: a product inside the measured value is its own arithmetic, no
+    loss's product of two terms whose one side would be a target."""
+    torch.manual_seed(0)
+    net, level = nn.Linear(4, 4), nn.Parameter(torch.rand(4) + 1)
+    opt = torch.optim.Adam([*net.parameters(), level], lr=1e-2)
+    history, future = torch.rand(8, 4) + 1, torch.rand(8, 4) + 1
+
+    def step() -> torch.Tensor:
+        return _DISTANCES[distance](future, net(history / level) * level)
+
+    assert audit_step(step, opt).ok

@@ -109,8 +109,12 @@ def find_forms(graph: Graph) -> list[tuple[list[Any], Any, str, int | None, int]
             if all(_normalised(n) for n in inputs):
                 found.append((chain, node, COSINE, 1, sign))
                 continue
-            found.append((chain, node, "product", None, sign))
-            continue
+            if not distance:
+                found.append((chain, node, "product", None, sign))
+                continue
+            # under a distance, a product is the measured value's own arithmetic (a
+            # forecast scaled back by a learnt level, ``|f(y / level) * level - future|``,
+            # compared with data), no loss's product of two terms: walked on below
         if label == "Div" and len(inputs) == 2:
             continue  # divided by something with a graph: a density's term, not a loss's
         if label in _HEAD or (distance and label in _UNDER_EVEN):
