@@ -346,6 +346,8 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
     again: list[tuple[str, torch.Tensor]] = []   # stepped after other optimizers did
     others: set[int] = set()
     added: list[tuple[str, torch.Tensor, int]] = []   # a closure's gradient added to them
+    # stepped by another optimizer with the same gradient, by the first of them
+    twice: dict[int, list[tuple[str, torch.Tensor]]] = {}
     for key, p in stepped:
         by = w.stepped_by.setdefault(id(p), {})
         before = [(i, event) for i, event in by.items() if i != index
@@ -366,18 +368,22 @@ def shared(w: WatchState, index: int, opt: torch.optim.Optimizer, stepped,
         if onto and p.grad is not None and nonzero(p.grad):
             added.append((key, p, min(onto)))
         elif before and p.grad is not None and nonzero(p.grad):
-            first = sorted(i for i, _ in before)
-            at = tuple(s.shown() for s in (w.built_at.get(id(w.optimizers[j]))
-                                           for j in [*first, index]) if s is not None)
-            w.add(ScriptFinding(
-                "shared", w.iteration,
-                f"a tensor is stepped by optimizers {first[0]} and {index} with one "
-                f"gradient (no backward() wrote it between the steps): it moves twice",
-                (key,), (w.names().get(id(p), key),), at,
-                advice="give each tensor to one optimizer", step=w.step_events - 1))
+            twice.setdefault(min(i for i, _ in before), []).append((key, p))
         elif between:
             again.append((key, p))
             others.update(between)
+    names = w.names() if twice else {}
+    for first, hit in twice.items():
+        at = tuple(s.shown() for s in (w.built_at.get(id(w.optimizers[j]))
+                                       for j in (first, index)) if s is not None)
+        w.add(ScriptFinding(
+            "shared", w.iteration,
+            f"{plural(len(hit), 'tensor')} {'is' if len(hit) == 1 else 'are'} stepped by "
+            f"optimizers {first} and {index} with one gradient (no backward() wrote "
+            f"{'it' if len(hit) == 1 else 'them'} between the steps): "
+            f"{'it moves' if len(hit) == 1 else 'they move'} twice",
+            tuple(k for k, _ in hit), tuple(names.get(id(p), k) for k, p in hit), at,
+            advice="give each tensor to one optimizer", step=w.step_events - 1))
     if again:
         _members_one_network(w, index, sorted(others), again)
     if added:

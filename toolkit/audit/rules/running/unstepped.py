@@ -111,6 +111,8 @@ def end_of_iteration(w: WatchState) -> None:
             {stepped[id(p)] for p in module.parameters() if id(p) in stepped})
         if wrong is not None or alone is not None:
             opts = [wrong if wrong is not None else alone]
+        elif (rebuilt := _rebuilt_over_another(w, set(keys), holding)) is not None:
+            opts = [rebuilt]
         elif (twin := _copied_over(w, module, set(keys), holding)) is not None:
             opts = [twin]
         elif inside and (twin := _twin_held(w, module, set(keys), holding)) is not None:
@@ -321,6 +323,24 @@ def _copied_over(w: WatchState, module: torch.nn.Module, keys: set[int],
     found = [i for i, opt in enumerate(w.optimizers)
              if [p.shape for g in opt.param_groups for p in g["params"]] == shapes
              and _held_elsewhere(w, i, cache)]
+    return found[0] if len(found) == 1 else None
+
+
+def _rebuilt_over_another(w: WatchState, keys: set[int],
+                          cache: dict[int | None, set[int]]) -> int | None:
+    """The one optimizer :func:`_held_elsewhere`, built again under the name of an earlier
+    one (a new phase's ``es_optimizer``, rebuilt for ES-RNN's refit on the full history) that
+    held the tensors whose ids are ``keys``, none of which it holds now: it was meant to hold
+    them again, its argument copied from the line below it. ``None`` where there is not one."""
+    found = []
+    for i, opt in enumerate(w.optimizers):
+        built = w.built_at.get(id(opt))
+        name = w.assigned(built)
+        if not name or keys & _held_by(w, i, cache) or not _held_elsewhere(w, i, cache):
+            continue
+        if any(w.assigned(w.built_at.get(id(w.optimizers[j]))) == name
+               and keys <= _held_by(w, j, cache) for j in range(i)):
+            found.append(i)
     return found[0] if len(found) == 1 else None
 
 
