@@ -45,6 +45,14 @@ class GradientAccess(WatchState):
     def clipped(self, tensors: list[torch.Tensor]) -> None:
         """``clip_grad_norm_`` (or ``clip_grad_value_``) ran over ``tensors``."""
         if self.recording():
+            # each held one's ``.grad`` as it is now: a gradient a step never used (a loop
+            # that updated by hand before this optimizer was built) may have been cleared
+            # since the last backward or step read it
+            held = self.stepped_map()
+            for t in tensors:
+                if id(t) in held:
+                    self.ledger.observe(t, self.iteration, self.last_step_of, self.stepped_at,
+                                        self.cleared_at)
             frame = user_frame(2)
             clipped.noted(self, tensors, site_of(frame) if frame is not None else None)
 
