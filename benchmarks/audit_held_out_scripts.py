@@ -178,7 +178,12 @@ def _flat(tree, prefix: str = "") -> dict[str, torch.Tensor]:
 def _gap(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     if a.keys() != b.keys() or any(a[k].shape != b[k].shape for k in a):
         return float("inf")
-    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+    # in double precision; a complex tensor (a Fourier layer's weights) as complex, so that
+    # its imaginary part counts too
+    def wide(t: torch.Tensor) -> torch.Tensor:
+        return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+    return max((wide(a[k]) - wide(b[k])).abs().max().item() for k in a)
 
 
 def judge_clean(entry: dict, timeout: float) -> Outcome:
