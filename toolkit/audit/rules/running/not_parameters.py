@@ -53,8 +53,12 @@ def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
         # penalty's interpolates)
         kept = tensor.is_leaf and tensor.requires_grad and \
             w.reached_in.get(key, (0, 0))[1] > w.reached_in.get(key, (0, 0))[0]
-        if not (isinstance(tensor, nn.Parameter) or kept) or key in stepped or \
-                key in w.made_leaves or \
+        # made after an optimizer of its terms was built: a replacement's, if any (a leaf
+        # made for a later phase, before that phase's optimizer, is none: a Gaussian
+        # process's likelihood made with the model it is fitted with)
+        replacing = key in w.made_leaves and \
+            w.made_in.get(key, (0,))[0] > min(w.between.get(key) or {0})
+        if not (isinstance(tensor, nn.Parameter) or kept) or key in stepped or replacing or \
                 not w.between.get(key) or not w.ledger.live.get(key) or \
                 w.owner(key) is not None or not torch.equal(before, tensor.detach()):
             continue
@@ -63,12 +67,12 @@ def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
             # in a term of its own, or, made a parameter, between the loss and stepped
             # tensors (gSDE's exploration scale, beside the actor's mean in the likelihood)
             _report_free(w, name, f"[{name}]", [tensor])
-        elif name is None and key not in w.beside and \
-                (holder := _container_of(w, tensor)) is not None:
+        elif name is None and (holder := _container_of(w, tensor)) is not None:
             # held by a module the script never calls, between the loss and stepped tensors
             # (Meta-SGD's learned learning rates in an ``nn.ParameterList``, scaling the
-            # inner step of the parameters the outer loss trains): one finding for the
-            # container
+            # inner step of the parameters the outer loss trains), or in a term beside them
+            # (a Gaussian process's likelihood, whose noise the marginal likelihood reads
+            # through its methods): one finding for the container
             held_in.setdefault(holder, []).append(tensor)
     for name, tensors in held_in.items():
         _report_free(w, name, f"list({name}.parameters())", tensors)
