@@ -87,3 +87,27 @@ def test_the_moved_clip_trains_as_the_published_script(tmp_path):
     folder = twins(tmp_path, PUBLISHED, EARLY)
     check_fix(tmp_path, folder, "unclipped", "--watch", "1")
     assert_trains_as(folder)
+
+
+# the clip under a condition on the script's options, as locuslab/TCN writes it (``if args.clip >
+# 0:``): the edit moves the ``if`` with it
+GUARDED = PUBLISHED.replace("    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)\n",
+                            "    if args.clip > 0:\n"
+                            "        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)\n"
+                            ).replace('parser.add_argument("--out", default=None)\n',
+                                      'parser.add_argument("--out", default=None)\n'
+                                      'parser.add_argument("--clip", type=float, default=1)\n')
+GUARDED_EARLY = GUARDED.replace(
+    "    loss.backward()\n    if args.clip > 0:\n"
+    "        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)\n",
+    "    if args.clip > 0:\n"
+    "        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)\n    loss.backward()\n")
+
+
+@pytest.mark.slow
+def test_a_clip_under_an_if_moves_with_it_and_trains_as_the_published_script(tmp_path):
+    assert GUARDED_EARLY != GUARDED
+    folder = twins(tmp_path, GUARDED, GUARDED_EARLY)
+    check_fix(tmp_path, folder, "unclipped", "--watch", "1")
+    assert (folder / "train.py").read_text() == GUARDED
+    assert_trains_as(folder)

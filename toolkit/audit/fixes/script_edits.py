@@ -317,13 +317,20 @@ def as_parameter(path: str, value: ast.expr, parameter: str) -> Edit | None:
 
 def move_before(path: str, line: int, target: int) -> list[Edit]:
     """The statement on ``line`` moved before the statement on ``target`` (same file, same
-    block)."""
+    block). A statement that is the whole body of an ``if`` with no ``else`` (``if args.clip >
+    0: clip_grad_norm_(...)``, as locuslab/TCN writes its clip) moves with its ``if``."""
     a, b = statement_at(path, line), statement_at(path, target)
     if a is None or b is None:
         return []
     stmt, text = a
     other, _ = b
-    if not _alone(text, stmt):
+    parsed = syntax_tree(path)
+    while parsed is not None and (guard := next(
+            (n for n in ast.walk(parsed[0]) if isinstance(n, ast.If) and n.body == [stmt]
+             and not n.orelse), None)) is not None:
+        stmt = guard
+    if not _alone(text, stmt) or (stmt.end_lineno != stmt.lineno and
+                                  indent_of(text, stmt.lineno) != indent_of(text, other.lineno)):
         return []
     end = stmt.end_lineno or stmt.lineno
     moved = segment(text, stmt)
