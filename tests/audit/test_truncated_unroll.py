@@ -178,3 +178,53 @@ def test_in_plain_operations_only_a_cut_inside_the_unroll_is_a_failure(tmp_path,
     code, report = audit(tmp_path, path, "--steps", "2")
     cut = [f for f in failures(report) if f["kind"] == "truncated"]
     assert bool(cut) == found and (code == 1) == found, [f["message"] for f in report["findings"]]
+
+
+# the same input at every step: PonderNet's pondering (Banino et al. 2021; labmlai's
+# ``ParityPonderGRU`` steps ``h = gru(x, h)`` on one input), whose state the loss reads only
+# through its heads, against a refinement that compares the estimate it cuts itself (RAFT's
+# flow, ``coords1 = coords1.detach()`` before each update, every update's flow compared)
+PONDER = """\
+import argparse
+import torch
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+cell = nn.GRUCell(3, 5)
+head = nn.Linear(5, 1)
+optimizer = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.1)
+for step in range(4):
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    h = torch.zeros(8, 5)
+    loss = 0
+    for n in range(4):
+        STEP
+        loss = loss + ((head(h) - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+if args.out:
+    torch.save({"cell": cell.state_dict(), "head": head.state_dict()}, args.out)
+"""
+# the estimate itself compared: the cell's output is the estimate, cut before the next update
+ESTIMATE = PONDER.replace("head = nn.Linear(5, 1)", "head = nn.Identity()").replace(
+    "torch.randn(8, 1)", "torch.randn(8, 5)").replace(
+    "[*cell.parameters(), *head.parameters()]", "cell.parameters()").replace(
+    '"head": head.state_dict()', '"head": {}')
+
+
+@pytest.mark.parametrize(("script", "found"), [
+    (PONDER.replace("STEP", "h = cell(x, h.detach())"), True),
+    (PONDER.replace("STEP", "h = cell(x, h)"), False),
+    (ESTIMATE.replace("STEP", "h = cell(x, h.detach())"), False),
+], ids=["state-cut", "state-kept", "estimate-cut"])
+def test_on_the_same_input_a_state_only_heads_read_is_truncated_not_an_estimate(
+        tmp_path, script, found):
+    path = tmp_path / "train.py"
+    path.write_text(script, encoding="utf-8")
+    code, report = audit(tmp_path, path, "--steps", "2")
+    cut = [f for f in failures(report) if f["kind"] == "truncated"]
+    assert bool(cut) == found and (code == 1) == found, [f["message"] for f in report["findings"]]

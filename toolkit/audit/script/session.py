@@ -438,7 +438,7 @@ class Watch(ModuleCalls, GradientAccess):
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
         meant.note(self, graph.leaves, held)
-        truncated.truncated(self, graph.nodes, site)
+        truncated.truncated(self, graph.nodes, site, tensors)
         unread_cut.unread(self, graph.nodes, held, site)
         step = caller.f_code.co_name if caller is not None else ""
         untargeted = targets.targets(self, searched, site, held, step) \

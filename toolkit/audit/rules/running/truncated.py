@@ -16,7 +16,10 @@ It is told apart from the cuts that belong inside a loss by what the two calls r
 
 - the call that reads the cut state reads, in another argument, a tensor the earlier call did
   not (the next input): the same input again is a refinement, whose recycled estimate is cut as
-  the method means (:mod:`~toolkit.audit.rules.running.recycling`);
+  the method means (:mod:`~toolkit.audit.rules.running.recycling`), where the loss compares
+  that estimate itself (RAFT's flow); a state the loss reads only through other networks (the
+  heads of PonderNet's pondering steps, Banino et al. 2021, which read the same input at every
+  step) is no estimate;
 - the loss reads the earlier call's output through another path (the step's own prediction):
   a pushforward unroll whose earlier steps the loss reads only through the state has nothing to
   truncate;
@@ -39,6 +42,7 @@ The failure names the cut's line; its edit removes the ``.detach()`` (a statemen
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from itertools import pairwise
 
 import torch
@@ -56,11 +60,14 @@ from toolkit.lens.graph_walk import walk
 __all__ = ["truncated"]
 
 
-def truncated(w: WatchState, nodes: set[int], site: Site | None) -> None:
-    """At an audited ``backward()`` whose graph holds the nodes ``nodes`` (by ``id``): each cut
-    made in this loss's forward whose result a call of a network reads in place of the state
-    its earlier call returned, both calls' outputs read by the loss, the later call reading a
-    new input beside it (see the module's docstring)."""
+def truncated(w: WatchState, nodes: set[int], site: Site | None,
+              roots: Sequence[torch.Tensor] = ()) -> None:
+    """At an audited ``backward()`` of ``roots`` whose graph holds the nodes ``nodes`` (by
+    ``id``): each cut made in this loss's forward whose result a call of a network reads in
+    place of the state its earlier call returned, both calls' outputs read by the loss, the
+    later call reading a new input beside it, or the same input where the loss reads the
+    earlier call's output only through other networks' calls (see the module's
+    docstring)."""
     passes = w.recycling.passes
     since = w.events - 1   # this backward's own forward: after the previous event
     cuts = {identity(out): (node, cut) for node, cut, out, event in w.detaches
@@ -72,6 +79,18 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None) -> None:
         for n in p.outs:
             made_by.setdefault(id(n), []).append(p)
     found: dict[Site, list[tuple[Pass, Pass]]] = {}
+    direct: set[int] | None = None
+
+    def compared(p: Pass) -> bool:
+        """Whether the loss reads ``p``'s output otherwise than through another network's
+        call: an estimate the loss compares (RAFT's flow), not a state only heads read."""
+        nonlocal direct
+        if direct is None:
+            calls = {id(n) for n, _, event in w.call_outputs if event == since}
+            direct = {id(n) for _, n, _, _ in walk([t for t in roots if t.grad_fn is not None],
+                                                   expand=lambda n: id(n) not in calls)}
+        return any(id(n) in direct for n in p.outs)
+
     for later in passes:
         if len(later.slots) < 2 or not any(id(n) in nodes for n in later.outs):
             continue
@@ -85,7 +104,7 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None) -> None:
                     continue
                 made = [p for p in _producers(node, made_by) if p.module is later.module
                         and p.order < later.order and any(id(n) in nodes for n in p.outs)
-                        and not later.same_input(p, k)]
+                        and (not later.same_input(p, k) or not compared(p))]
                 if made:
                     found.setdefault(cut, []).append((max(made, key=lambda p: p.order), later))
     # the cuts of one line are one finding (``cell(x, (h.detach(), c.detach()))``): its edit
