@@ -29,6 +29,7 @@ __all__ = [
     "freezes",
     "indent_of",
     "line_named",
+    "listed_groups",
     "loaded_from",
     "loop_beside",
     "no_grad_block",
@@ -523,6 +524,26 @@ def arguments_made_at(path: str, span: tuple[int, int, int, int] | None) -> tupl
                     best[t.id] = max(best.get(t.id, 0), node.lineno)
         todo.extend(ast.iter_child_nodes(node))
     return tuple(dict.fromkeys(best[n.id] for n in names if n.id in best))
+
+
+def listed_groups(path: str, span: tuple[int, int, int, int] | None) -> set[int]:
+    """The indices of the parameter groups the optimizer's call at ``span`` names tensor by
+    tensor (``Adam([w, b])``, or ``{"params": [esn.reservoir.log_input_scale, ...]}``): a
+    list or tuple of names and attributes, no call or unpacking among them."""
+    found = _optimizer_params(path, span)
+    if found is None or not isinstance(found[2], ast.List | ast.Tuple):
+        return set()
+
+    def one_by_one(node: ast.expr) -> bool:
+        return isinstance(node, ast.List | ast.Tuple) and bool(node.elts) and all(
+            isinstance(e, ast.Name | ast.Attribute) for e in node.elts)
+
+    first = found[2]
+    if not any(isinstance(e, ast.Dict) for e in first.elts):
+        return {0} if one_by_one(first) else set()
+    return {g for g, group in enumerate(first.elts) if isinstance(group, ast.Dict) and any(
+        isinstance(k, ast.Constant) and k.value == "params" and one_by_one(v)
+        for k, v in zip(group.keys, group.values, strict=True))}
 
 
 #: the calls a loop walks a model's tensors or modules with: its variables are no progress of

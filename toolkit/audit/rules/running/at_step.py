@@ -624,6 +624,12 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     fresh = not frozen and [(k, p) for k, p in holds if _made_for_the_phase(w, index, p)]
     if fresh:
         frozen, never_on = fresh, True
+    # or named one by one in the optimizer's call, each off at its step and never on (an echo
+    # state network's reservoir frozen whole, before the phase whose optimizer names its input
+    # scale and leaking rate): chosen for this optimizer, which never steps them
+    listed = not frozen and _listed_off(w, index, opt, holds)
+    if listed:
+        frozen, never_on = listed, True
     waiting = w.pending_frozen.get(index)
     partly = False
     if waiting is not None:
@@ -701,6 +707,23 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         advice=f"switch them back on ({name or 'the network'}.requires_grad_(True)) "
                f"before the loss that trains them", step=w.step_events - 1,
         concerned=keys), [p for _, p in frozen])
+
+
+def _listed_off(w: WatchState, index: int, opt: torch.optim.Optimizer,
+                holds: list[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
+    """The tensors of the groups the ``index``-th optimizer's call names one by one
+    (:func:`~toolkit.audit.record.syntax.listed_groups`), off and never on at any step, not
+    switched off under a condition on the run's progress."""
+    built = w.built_at.get(id(opt))
+    groups = S.listed_groups(built.path, built.span) if built is not None else set()
+    if not groups:
+        return []
+    named = {id(p) for g in groups if g < len(opt.param_groups)
+             for p in opt.param_groups[g]["params"]}
+    return [(k, p) for k, p in holds if id(p) in named and not p.requires_grad
+            and id(p) not in w.trainable_seen and not any(
+                id(p) in tensors for lines, tensors in w.switching.items()
+                if w.progress_conditions(lines))]
 
 
 def _made_for_the_phase(w: WatchState, index: int, p: torch.Tensor) -> bool:
