@@ -228,3 +228,35 @@ def test_on_the_same_input_a_state_only_heads_read_is_truncated_not_an_estimate(
     code, report = audit(tmp_path, path, "--steps", "2")
     cut = [f for f in failures(report) if f["kind"] == "truncated"]
     assert bool(cut) == found and (code == 1) == found, [f["message"] for f in report["findings"]]
+
+
+# a recurrence written with no network at all: its weights are parameters of no module
+FUNCTIONAL = """\
+import torch
+
+torch.manual_seed(0)
+w_in, w_hh = torch.nn.Parameter(torch.randn(3, 5)), torch.nn.Parameter(torch.rand(5))
+optimizer = torch.optim.SGD([w_in, w_hh], lr=0.1)
+for step in range(3):
+    x, y = torch.randn(6, 8, 3), torch.randn(6, 8, 5)
+    h, states = torch.zeros(8, 5), []
+    for t in range(6):
+        STEP
+        states.append(h)
+    loss = ((torch.stack(states) - y) ** 2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(("step", "found"), [
+    ("h = torch.tanh(x[t] @ w_in + w_hh * h.detach())", True),
+    ("h = torch.tanh(x[t] @ w_in + w_hh * h)", False),
+], ids=["cut", "kept"])
+def test_a_recurrence_of_no_network_is_judged_too(tmp_path, step, found):
+    path = tmp_path / "train.py"
+    path.write_text(FUNCTIONAL.replace("STEP", step), encoding="utf-8")
+    code, report = audit(tmp_path, path, "--steps", "2")
+    cut = [f for f in failures(report) if f["kind"] == "truncated"]
+    assert bool(cut) == found and (code == 1) == found, [f["message"] for f in report["findings"]]

@@ -72,7 +72,7 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None,
     since = w.events - 1   # this backward's own forward: after the previous event
     cuts = {identity(out): (node, cut) for node, cut, out, event in w.detaches
             if event == since and not out.requires_grad}
-    if len(passes) < 2 or not cuts:
+    if not cuts:
         return
     made_by: dict[int, list[Pass]] = {}
     for p in passes:
