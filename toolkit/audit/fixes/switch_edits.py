@@ -56,13 +56,9 @@ def out_of_no_grad(path: str, line: int) -> tuple[int, list[Edit]] | None:
     last = holder is best.body[-1]
     if last and (best.end_lineno or best.lineno) != end:
         return None   # a comment or a continuation after it, inside the block
-    if holder.col_offset != len(indent_of(text, holder.lineno)):
+    dedented = _dedented(text, lines, holder, end, best)
+    if dedented is None:
         return None
-    shift = holder.col_offset - best.col_offset
-    body = lines[holder.lineno - 1:end]
-    if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
-        return None
-    dedented = "".join(x[shift:] if x.strip() else x for x in body)
     if len(best.body) == 1:   # the block is this statement: the with goes
         return holder.lineno, [edit_at(path, (best.lineno, 0), (end + 1, 0), dedented)]
     if last:
@@ -97,15 +93,25 @@ def _unwrapped(path: str, text: str, lines: list[str], block: ast.With
                ) -> tuple[int, list[Edit]] | None:
     """The ``with`` of ``block`` taken away, its body dedented in place."""
     first, end = block.body[0], block.body[-1].end_lineno or block.body[-1].lineno
-    if (block.end_lineno or block.lineno) != end or first.lineno == block.lineno or \
-            first.col_offset != len(indent_of(text, first.lineno)):
+    if (block.end_lineno or block.lineno) != end or first.lineno == block.lineno:
         return None   # a comment or a continuation after it, or a body on the with's line
+    dedented = _dedented(text, lines, first, end, block)
+    if dedented is None:
+        return None
+    return block.lineno, [edit_at(path, (block.lineno, 0), (end + 1, 0), dedented)]
+
+
+def _dedented(text: str, lines: list[str], first: ast.stmt, end: int, block: ast.With
+              ) -> str | None:
+    """The lines from ``first``'s to ``end`` at ``block``'s indentation; ``None`` where
+    ``first`` does not start its line, or a line is indented less than the shift."""
+    if first.col_offset != len(indent_of(text, first.lineno)):
+        return None
     shift = first.col_offset - block.col_offset
     body = lines[first.lineno - 1:end]
     if any(x.strip() and len(x) - len(x.lstrip()) < shift for x in body):
         return None
-    dedented = "".join(x[shift:] if x.strip() else x for x in body)
-    return block.lineno, [edit_at(path, (block.lineno, 0), (end + 1, 0), dedented)]
+    return "".join(x[shift:] if x.strip() else x for x in body)
 
 
 def off_decorator(path: str, line: int) -> tuple[int, list[Edit]] | None:
