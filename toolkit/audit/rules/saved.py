@@ -13,32 +13,37 @@ import torch
 __all__ = ["holds_saved", "saved_bytes", "saved_values"]
 
 
-def _saved(node: Any) -> Iterator[torch.Tensor | None]:
-    """Each tensor ``node`` saved, ``None`` for a saved value a backward freed already."""
+#: a saved value a backward freed already
+_FREED = object()
+
+
+def _values(node: Any) -> Iterator[Any]:
+    """Each value ``node`` saved (a saved list's items one by one), :data:`_FREED` for one a
+    backward freed already."""
     for attr in dir(node):
         if not attr.startswith("_saved_"):
             continue
         try:
             value = getattr(node, attr)
         except RuntimeError:  # freed by a backward already
-            yield None
+            yield _FREED
             continue
-        for t in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(t, torch.Tensor):
-                yield t
+        yield from value if isinstance(value, (list, tuple)) else [value]
+
+
+def _saved(node: Any) -> Iterator[torch.Tensor | None]:
+    """Each tensor ``node`` saved, ``None`` for a saved value a backward freed already."""
+    for value in _values(node):
+        if value is _FREED:
+            yield None
+        elif isinstance(value, torch.Tensor):
+            yield value
 
 
 def saved_values(node: Any) -> Iterator[Any]:
     """Each value ``node`` saved that a backward has not freed: a tensor, or an argument that
     is none (a slice's start, a selection's index), the tensors of a saved list one by one."""
-    for attr in dir(node):
-        if not attr.startswith("_saved_"):
-            continue
-        try:
-            value = getattr(node, attr)
-        except RuntimeError:  # freed by a backward already
-            continue
-        yield from value if isinstance(value, (list, tuple)) else [value]
+    return (value for value in _values(node) if value is not _FREED)
 
 
 def holds_saved(node: Any) -> bool:
