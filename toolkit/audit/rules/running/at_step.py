@@ -604,9 +604,8 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     mine = w.trainable_by.get(index, set())
     frozen = [(k, p) for k, p in holds if not p.requires_grad and id(p) in mine]
     never_on = not frozen and bool(holds) and not any(
-        p.requires_grad or id(p) in w.trainable_seen for _, p in holds) and not any(
-        id(p) in tensors for lines, tensors in w.switching.items() for _, p in holds
-        if w.progress_conditions(lines))
+        p.requires_grad or id(p) in w.trainable_seen or _switched_on_progress(w, p)
+        for _, p in holds)
     if never_on:
         frozen = holds
     # or on when this optimizer was built, trained under an earlier one, and switched off
@@ -721,9 +720,14 @@ def _listed_off(w: WatchState, index: int, opt: torch.optim.Optimizer,
     named = {id(p) for g in groups if g < len(opt.param_groups)
              for p in opt.param_groups[g]["params"]}
     return [(k, p) for k, p in holds if id(p) in named and not p.requires_grad
-            and id(p) not in w.trainable_seen and not any(
-                id(p) in tensors for lines, tensors in w.switching.items()
-                if w.progress_conditions(lines))]
+            and id(p) not in w.trainable_seen and not _switched_on_progress(w, p)]
+
+
+def _switched_on_progress(w: WatchState, p: torch.Tensor) -> bool:
+    """Whether the script switches ``p``'s ``requires_grad`` under a condition on the run's
+    progress (:mod:`.never_trained` judges those)."""
+    return any(id(p) in tensors for lines, tensors in w.switching.items()
+               if w.progress_conditions(lines))
 
 
 def _made_for_the_phase(w: WatchState, index: int, p: torch.Tensor) -> bool:
@@ -736,8 +740,7 @@ def _made_for_the_phase(w: WatchState, index: int, p: torch.Tensor) -> bool:
         return False
     if not any(e > -1 for i, e in w.optimizer_stepped.items() if i < made[0]):
         return False
-    return not any(id(p) in tensors for lines, tensors in w.switching.items()
-                   if w.progress_conditions(lines))
+    return not _switched_on_progress(w, p)
 
 
 def _holding(module: torch.nn.Module, name: str, ids: set[int]) -> str | None:
