@@ -198,26 +198,43 @@ def _step(node: object, before: object, out: torch.Tensor, states: set[int],
 def _by_hand_finding(w: WatchState, cut: Site, params: set[int],
                      site: Site | None) -> ScriptFinding:
     names = w.names()
-    held = [(key, p) for i, o in enumerate(w.optimizers) for key, p in keyed(i, o)
-            if id(p) in params]
+    held = _held(w, params)
     state, edits = _uncut(w, cut)
     what = f"`{state}`" if state else "the state"
     trained = ", ".join(f"`{names.get(id(p), '?')}`" for _, p in held) or "the network"
+    return _truncated(
+        w, f"{what}, cut by `.detach()` at {cut}, is what the next run of that line reads, at "
+        f"the next step of the loop that made it, beside a new input, and "
+        f"{w.loss_label(site)} (backward at {site}) reads the states of both steps",
+        f"so {trained} never learn through the states that led to each step",
+        cut, [state] if state else [], held, edits, (cut,), site)
+
+
+def _held(w: WatchState, ids: set[int]) -> list[tuple[str, torch.Tensor]]:
+    """The tensors whose ids are ``ids`` that optimizers hold, with their keys."""
+    return [(key, p) for i, o in enumerate(w.optimizers) for key, p in keyed(i, o)
+            if id(p) in ids]
+
+
+def _truncated(w: WatchState, found: str, so: str, cut: Site, states: list[str],
+               held: list[tuple[str, torch.Tensor]], edits: list, at: tuple[Site, ...],
+               site: Site | None) -> ScriptFinding:
+    """The failure: what was ``found``, the cut's effect (``so``: on what), the tensors
+    concerned and the edit that takes the cut at ``cut`` away."""
+    names = w.names()
     return ScriptFinding(
         "truncated", w.iteration,
-        f"{what}, cut by `.detach()` at {cut}, is what the next run of that line reads, at "
-        f"the next step of the loop that made it, beside a new input, and "
-        f"{w.loss_label(site)} (backward at {site}) reads the states of both steps: the cut "
-        f"truncates backpropagation through time to one step inside the unroll the loss "
-        f"reads whole, so {trained} never learn through the states that led to each step. "
-        f"Truncated BPTT cuts the state between chunks, where one chunk's backward() ends",
+        f"{found}: the cut truncates backpropagation through time to one step inside the "
+        f"unroll the loss reads whole, {so}. Truncated BPTT cuts the state between chunks, "
+        f"where one chunk's backward() ends",
         tuple(key for key, _ in held),
-        tuple(dict.fromkeys([*([state] if state else []),
-                             *(names.get(id(p), "?") for _, p in held)])),
-        tuple(dict.fromkeys(s.shown() for s in (cut, *((site,) if site else ())))),
+        tuple(dict.fromkeys([*states, *(names.get(id(p), "?") for _, p in held)])),
+        tuple(dict.fromkeys(s.shown() for s in (*at, *((site,) if site else ())))),
         tuple(edits),
         advice=f"remove the `.detach()` at {cut}: the state keeps its graph through the "
                f"unroll the loss reads",
+        # the cut's input reaches more than the network that reads it (the networks that made
+        # the state, the input's encoder): any gradient may change
         step=w.step_events, concerned=("*",))
 
 
@@ -238,10 +255,7 @@ def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
     links = [link for one in order for link in cuts[one]]
     module = links[0][1].module
     called = next((name for m, name in w.called_networks() if m is module), "a network")
-    own = {id(p) for p in module.parameters()}
-    held = [(key, p) for i, o in enumerate(w.optimizers) for key, p in keyed(i, o)
-            if id(p) in own]
-    names = w.names()
+    held = _held(w, {id(p) for p in module.parameters()})
     states: list[str] = []
     edits: list = []
     for one in order:
@@ -250,23 +264,12 @@ def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
         edits += taken
     what = ", ".join(f"`{x}`" for x in dict.fromkeys(states)) or "the state"
     reads = sorted({b.site for _, b in links}, key=lambda s: (s.path, s.line))
-    return ScriptFinding(
-        "truncated", w.iteration,
-        f"`{called}` reads {what} cut by `.detach()` at {cut}, made of what its previous call "
-        f"returned, beside a new input (its call at {', '.join(map(str, reads))}), and "
-        f"{w.loss_label(site)} (backward at {site}) reads the outputs of both calls: the cut "
-        f"truncates backpropagation through time to one step inside the unroll the loss reads "
-        f"whole, so no step is trained through the states that led to it. Truncated BPTT cuts "
-        f"the state between chunks, where one chunk's backward() ends",
-        tuple(key for key, _ in held),
-        tuple(dict.fromkeys([*states, *(names.get(id(p), "?") for _, p in held)])),
-        tuple(dict.fromkeys(s.shown() for s in (cut, *reads, *((site,) if site else ())))),
-        tuple(edits),
-        advice=f"remove the `.detach()` at {cut}: the state keeps its graph through the "
-               f"unroll the loss reads",
-        # the cut's input reaches more than the network that reads it (the networks that made
-        # the state, the input's encoder): any gradient may change
-        step=w.step_events, concerned=("*",))
+    return _truncated(
+        w, f"`{called}` reads {what} cut by `.detach()` at {cut}, made of what its previous "
+        f"call returned, beside a new input (its call at {', '.join(map(str, reads))}), and "
+        f"{w.loss_label(site)} (backward at {site}) reads the outputs of both calls",
+        "so no step is trained through the states that led to it",
+        cut, states, held, edits, (cut, *reads), site)
 
 
 def _uncut(w: WatchState, cut: Site) -> tuple[str | None, list]:
