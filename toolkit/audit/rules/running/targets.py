@@ -604,25 +604,29 @@ def followers(w: WatchState, index: int, stepped) -> None:
     The edit cuts the output of the call that made the copy's values (the outermost call
     reaching them and no other stepped tensor)."""
     held = [p for o in w.optimizers for g in o.param_groups for p in g["params"]]
+    # each stepped tensor the script wrote since its last step (a snapshot older than that
+    # step, taken before steps that were not audited, holds the optimizer's moves as well)
+    snapshots = {id(p): w.after_step.pop(id(p), (None, None)) for _, p in stepped}
+    written = {id(p) for _, p in stepped
+               if (old := snapshots[id(p)][1]) is not None
+               and snapshots[id(p)][0] == w.stepped_at.get(id(p)) and old.shape == p.shape
+               and not torch.equal(p.detach(), old)}   # as exact as in double, no copies
     moved: dict[int, tuple[str, torch.Tensor]] = {}
     for key, p in stepped:
-        event, old = w.after_step.pop(id(p), (None, None))
-        # a snapshot older than p's last step (one taken before steps that were not audited)
-        # holds the optimizer's moves as well as the script's
-        if old is None or event != w.stepped_at.get(id(p)) or old.shape != p.shape \
-                or not w.ledger.live.get(id(p)):
+        if id(p) not in written or not w.ledger.live.get(id(p)):
             continue
-        if torch.equal(p.detach(), old):   # as exact as in double, without the copies
-            continue
+        old = snapshots[id(p)][1]
         now = p.detach().flatten().double()
         before = old.flatten().double()
         since = w.stepped_at.get(id(p), -1)
         for q in held:
             # on the line to q (a clamp, a projection or a decay moves toward no other
             # tensor), one that trains: stepped since p's last step (not a network that
-            # trained in an earlier phase, whose values a reset to a snapshot restores)
+            # trained in an earlier phase, whose values a reset to a snapshot restores), and
+            # not written by the script since (two layers of one width put back whole to
+            # their initial values land on each other's: AlphaZero's rejected generation)
             if q is not p and q.shape == p.shape and w.stepped_at.get(id(q), -1) >= since \
-                    and toward(
+                    and id(q) not in written and toward(
                     before, now, q.detach().flatten().double(), eps=torch.finfo(p.dtype).eps):
                 moved[id(p)] = (key, p)
                 break

@@ -49,10 +49,12 @@ def end_of_iteration(w: WatchState) -> None:
     replacing = replaced(w, stepped)
     free_parameters(w, stepped)
     plain_tensors(w, stepped)
-    # the last gradient of an earlier loop, which its own optimizer stepped
+    # a gradient an optimizer holding the tensor stepped already: the last of an earlier loop,
+    # or of an optimizer the script has just replaced by a fresh one not yet stepped (a new
+    # Adam for each generation of AlphaZero's network, built before its first backward)
     holding: dict[int | None, set[int]] = {}
     done = {key for key, live in w.ledger.live.items()
-            if live and key not in stepped and held.get(key) in earlier and all(
+            if live and key not in stepped and key in held and all(
                 s.step is not None and key in _held_by(w, w.step_optimizer.get(s.step),
                                                         holding) for s in live)}
     replacing |= in_plain_containers(w, stepped.keys() | done)
