@@ -250,6 +250,15 @@ def installed(watch: Watch) -> Iterator[Watch]:
 
     _patch(torch.Tensor, "requires_grad_", requires_grad, undo)
 
+    def reading(hook):
+        """``hook`` calling :meth:`Watch.hook_read` as it runs, in a backward."""
+        @functools.wraps(hook)
+        def reads(*args, **kwargs):
+            if watch.here():
+                watch.hook_read()
+            return hook(*args, **kwargs)
+        return reads
+
     def register_hook(old):
         # a hook the script puts on a value it computes reads that value's gradient in the
         # backward (RigL's dense gradient, kept for the growth of its masks): a read
@@ -257,16 +266,26 @@ def installed(watch: Watch) -> Iterator[Watch]:
         def wrapper(self, hook):
             if self.grad_fn is None or not is_user(sys._getframe(1).f_code.co_filename):
                 return old(self, hook)
-
-            @functools.wraps(hook)
-            def reads(grad):
-                if watch.here():
-                    watch.hook_read()
-                return hook(grad)
-            return old(self, reads)
+            return old(self, reading(hook))
         return wrapper
 
     _patch(torch.Tensor, "register_hook", register_hook, undo)
+
+    def register_backward_hook(old):
+        # a module's backward hook the script registers reads the gradient at the module's
+        # outputs in each backward (K-FAC's statistics of the output gradients, gathered by a
+        # backward of a loss on sampled targets whose own gradient is then cleared: Martens
+        # and Grosse 2015): a read
+        @functools.wraps(old)
+        def wrapper(self, hook, *args, **kwargs):
+            if not is_user(sys._getframe(1).f_code.co_filename):
+                return old(self, hook, *args, **kwargs)
+            return old(self, reading(hook), *args, **kwargs)
+        return wrapper
+
+    for name in ("register_full_backward_hook", "register_full_backward_pre_hook",
+                 "register_backward_hook"):
+        _patch(nn.Module, name, register_backward_hook, undo)
 
     def sample(old):
         @functools.wraps(old)
