@@ -2,7 +2,9 @@
 ``no_grad``. A VAE whose latent is drawn so (BCQ's VAE, a neural process's latent path) trains
 its encoder by the KL term alone: the reconstruction's gradient never reaches the mean and the
 scale. The edit writes ``rsample`` (the reparameterisation trick, Kingma and Welling 2014),
-after which the script trains as the published one. A draw weighed by its log-probability
+after which the script trains as the published one; so too where the decoder has no weights (the
+variational graph auto-encoder's inner product, Kipf and Welling 2016), so that the sample
+reaches the loss only as the single number of its term. A draw weighed by its log-probability
 (REINFORCE), drawn from parameters with no graph (exploration noise) or under ``no_grad``
 is the method's: no finding."""
 
@@ -37,6 +39,33 @@ for step in range(3):
 if args.out:
     torch.save({**encoder.state_dict(), **{"d." + k: v for k, v in decoder.state_dict().items()}},
                args.out)
+"""
+# the variational graph auto-encoder's decoder: the inner product of the latents, no weights
+# (Kipf & Welling 2016, arXiv:1611.07308; tkipf/gae, gae/model.py, InnerProductDecoder)
+GRAPH_VAE = """\
+import argparse
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--out", default=None)
+args = parser.parse_args()
+torch.manual_seed(0)
+encoder = nn.Linear(8, 4)
+optimizer = torch.optim.Adam(encoder.parameters(), lr=1e-2)
+features, adj = torch.randn(8, 8), (torch.rand(8, 8) < 0.3).float()
+for step in range(3):
+    mean, log_std = encoder(features).chunk(2, dim=1)
+    z = torch.distributions.Normal(mean, log_std.exp()).DRAW()
+    recon = F.binary_cross_entropy_with_logits(z @ z.t(), adj)
+    kl = (mean ** 2 + (2 * log_std).exp() - 2 * log_std - 1).sum(1).mean() / 2
+    loss = recon + 0.1 * kl
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+if args.out:
+    torch.save(encoder.state_dict(), args.out)
 """
 
 REINFORCE = """\
@@ -90,11 +119,12 @@ def test_a_latent_drawn_with_sample_is_drawn_at_its_line(tmp_path):
     assert {"encoder.weight", "encoder.bias"} <= set(found[0]["names"])
 
 
-def test_the_edit_draws_with_rsample_and_trains_as_published(tmp_path):
+@pytest.mark.parametrize("text", [VAE, GRAPH_VAE], ids=["decoder", "inner-product"])
+def test_the_edit_draws_with_rsample_and_trains_as_published(tmp_path, text):
     folder = tmp_path / "proj"
     folder.mkdir()
-    (folder / "published.py").write_text(VAE.replace("DRAW", "rsample"), encoding="utf-8")
-    (folder / "train.py").write_text(VAE.replace("DRAW", "sample"), encoding="utf-8")
+    (folder / "published.py").write_text(text.replace("DRAW", "rsample"), encoding="utf-8")
+    (folder / "train.py").write_text(text.replace("DRAW", "sample"), encoding="utf-8")
     assert audit(tmp_path, folder / "published.py", "--steps", "2")[0] == 0
     applied(folder, "drawn", "--steps", "2")
     assert ".rsample()" in (folder / "train.py").read_text(encoding="utf-8")

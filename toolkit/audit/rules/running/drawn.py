@@ -56,7 +56,7 @@ def note(w: WatchState, dist: object, out: torch.Tensor, site: Site) -> None:
         return
     key = Drawn(site, next(_serial))
     w.draws[key] = (out, made)
-    w.constants.made([out], key)
+    w.constants.made([out], key, term=True)
 
 
 def scored(w: WatchState, value: object) -> None:

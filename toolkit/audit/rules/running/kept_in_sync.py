@@ -37,6 +37,10 @@ from toolkit.audit.rules.running.fix_writer import FixWriter
 
 __all__ = ["Constants", "Copy", "KeptInSync", "swap_call", "toward"]
 
+#: the calls that add one value to another (a term to a loss)
+_SUMS = frozenset({"add", "sub", "subtract", "__add__", "__radd__", "__sub__", "__rsub__",
+                   "__iadd__", "__isub__", "add_", "sub_"})
+
 
 class Constants(TorchFunctionMode):
     """While it holds constants: the storages of each ``no_grad`` call's outputs
@@ -59,6 +63,8 @@ class Constants(TorchFunctionMode):
         # be handed to an unrelated tensor at the same address
         self.kept: list[torch.Tensor] = []
         self.met: dict[int, tuple[Any, set[tuple]]] = {}
+        # the keys whose values, summed into a loss as a single number, meet it too
+        self.terms: set = set()
 
     def _mark(self, t: torch.Tensor, keys: set[tuple]) -> None:
         if not (t.is_floating_point() or t.is_complex()):
@@ -68,10 +74,15 @@ class Constants(TorchFunctionMode):
             self.sources.setdefault(where, set()).update(keys)
             self.kept.append(t)
 
-    def made(self, outputs: list[torch.Tensor], key: tuple) -> None:
-        """``outputs`` of a ``no_grad`` call (``key``) are constants: followed from now on."""
+    def made(self, outputs: list[torch.Tensor], key: tuple, *, term: bool = False) -> None:
+        """``outputs`` of a ``no_grad`` call (``key``) are constants: followed from now on.
+        ``term``: a single number computed from them and added to a value with a graph meets
+        it too (a sample a loss's term is computed from alone: VGAE's reconstruction through
+        its inner-product decoder, which has no weights, reaches the loss as one number)."""
         for t in outputs:
             self._mark(t, {key})
+        if term:
+            self.terms.add(key)
         if self.sources and not self.following:
             insert_mode(self, min(self.depth, torch._C._len_torch_function_stack()))
             self.following = True
@@ -80,8 +91,8 @@ class Constants(TorchFunctionMode):
         """Forget the constants and where they met a graph (at each step: a loss reads its
         target before its step), and leave the mode stack (while it dispatches a call, it
         stays, doing nothing, until the next :meth:`clear`)."""
-        if self.sources or self.kept or self.met:
-            self.sources, self.kept, self.met = {}, [], {}
+        if self.sources or self.kept or self.met or self.terms:
+            self.sources, self.kept, self.met, self.terms = {}, [], {}, set()
         if self.following and remove_mode(self):
             self.following = False
 
@@ -102,6 +113,9 @@ class Constants(TorchFunctionMode):
             # a number (a 0-dim loss or reward: the change of the student's loss that weighs
             # the teacher's in Meta Pseudo Labels) is no value the loss compares with
             compared = {k for t in ins if t.dim() for k in self.sources.get(storage_of(t), ())}
+            if self.terms and getattr(func, "__name__", "") in _SUMS:
+                compared |= {k for t in ins if not t.dim()
+                             for k in self.sources.get(storage_of(t), ()) if k in self.terms}
             if compared:
                 self.met.setdefault(id(node), (node, set()))[1].update(compared)
         else:
