@@ -164,7 +164,8 @@ def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
     that train stepped tensors (``mse(q1(s), y) + mse(q2(s), y)`` with ``q2`` left out of
     the critics' optimizer), each with the optimizers stepping the tensors of the other
     terms: every operation that first reads both (from the leaves up) is a sum of terms.
-    A backbone under a trained head meets it in the head's own operation, not a sum."""
+    A backbone under a trained head meets it in the head's own operation, not a sum, and has
+    no term of its own."""
     if all(k in stepped for k in graph.leaves):
         return {}
     opts: dict[int, frozenset[int]] = {}      # node -> optimizers stepping what it reaches
@@ -190,8 +191,31 @@ def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
         if opts[key]:
             for leaf in free[key].difference(*(free[c] for c in below if opts[c])):
                 meets.setdefault(leaf, []).append(key)
-    return {leaf: set().union(*(opts[k] for k in at)) for leaf, at in meets.items()
-            if all(node_label(graph.nodes[k]) in _TERMS for k in at)}
+    out = {leaf: set().union(*(opts[k] for k in at)) for leaf, at in meets.items()
+           if all(node_label(graph.nodes[k]) in _TERMS for k in at)}
+    # or a term of the loss of their own, whatever else reaches them: the terms are what the
+    # loss's sums add (from the root down through sums, means and negations alone), and one
+    # that reaches unstepped leaves and nothing an optimizer steps, beside one that does,
+    # trains them alone (a latent ODE's KL term, of a recognition network left out of the
+    # optimizer, whose output the trained ODE reads as well)
+    inputs = {k for below in kids.values() for k in below}
+    terms: list[int] = []
+    todo, seen = [k for k in kids if k not in inputs], set()
+    while todo:
+        key = todo.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        if node_label(graph.nodes[key]) in _TERMS or node_label(graph.nodes[key]) == "Neg":
+            todo.extend(kids[key])
+        else:
+            terms.append(key)
+    trained = set().union(*(opts[t] for t in terms))
+    for t in terms:
+        if trained and not opts[t]:
+            for leaf in free[t]:
+                out.setdefault(leaf, set()).update(trained)
+    return out
 
 
 #: operations whose gradient to one input is scaled by another's values
