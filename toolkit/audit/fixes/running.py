@@ -35,6 +35,7 @@ from toolkit.audit.fixes.script_edits import (
     widen,
 )
 from toolkit.audit.fixes.switch_edits import (
+    freeze_removed,
     off_decorator,
     out_of_no_grad,
     switch_on_after_its_step,
@@ -47,7 +48,8 @@ from toolkit.audit.fixes.where_called import placed
 
 __all__ = ["as_parameter", "backward_inputs", "built_over_each", "call_under_no_grad",
            "copy_at_alias", "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call",
-           "detach_call", "detach_expression", "detach_undone", "edit_at", "import_edit",
+           "detach_call", "detach_expression", "detach_undone", "edit_at", "freeze_removed",
+           "import_edit",
            "insert_after", "insert_before", "listed_with", "made_per_item", "move_before",
            "node_edit", "off_decorator", "out_of_no_grad", "placed", "registered", "remove_detach",
            "replace_parameters", "switch_on_after_its_step", "switch_on_after_its_use",

@@ -22,7 +22,7 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["off_decorator", "out_of_no_grad", "switch_on_after_its_step",
+__all__ = ["freeze_removed", "off_decorator", "out_of_no_grad", "switch_on_after_its_step",
            "switch_on_after_its_use", "switch_on_before_loop", "switch_on_with_the_rest",
            "unfreeze_before"]
 
@@ -276,3 +276,33 @@ def switch_on_after_its_use(path: str, line: int) -> Edit | None:
                for n in ast.walk(later)):
             return _after(path, text, later, f"{name}.requires_grad_(True)")
     return None
+
+
+def freeze_removed(path: str, line: int) -> Edit | None:
+    """For the freeze on ``line`` (:func:`_freeze_at`) that runs once (in no loop) and that no
+    later statement of its block undoes: the freeze taken away (``pass`` where it is its
+    block's only statement). A phase that freezes a network its optimizer still holds, and
+    never switches it back on (Deep Sets' feature extractor, frozen before the phase that
+    trains the whole model), was meant to train it. ``None`` where another statement shares
+    its lines."""
+    found = _freeze_at(path, line)
+    if found is None:
+        return None
+    text, block, at, name = found
+    stmt = block[at]
+    tree = syntax_tree(path)
+    loops = [] if tree is None else [n for n in ast.walk(tree[0])
+                                     if isinstance(n, ast.For | ast.AsyncFor | ast.While)]
+    if any(loop.lineno <= stmt.lineno <= (loop.end_lineno or loop.lineno)
+           and loop is not stmt for loop in loops):
+        return None   # frozen at each pass: for another network's loss, undone elsewhere
+    if any((on := switch_of(later, text)) is not None and on[1] and on[0] == name
+           for later in block[at + 1:]):
+        return None
+    indent = indent_of(text, stmt.lineno)
+    end = stmt.end_lineno or stmt.lineno
+    rest = split_lines(text)[end - 1].encode()[stmt.end_col_offset or 0:].decode().strip()
+    if stmt.col_offset != len(indent) or (rest and not rest.startswith("#")):
+        return None   # another statement on its lines
+    return edit_at(path, (stmt.lineno, 0), (end + 1, 0),
+                   f"{indent}pass\n" if len(block) == 1 else "")

@@ -686,7 +686,8 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         edit = next((e for path, line in freeze
                      if (e := w.fixes.switch_on_with_the_rest(path, line)
                          or w.fixes.switch_on_after_its_step(path, line)
-                         or w.fixes.switch_on_after_its_use(path, line)) is not None), None)
+                         or w.fixes.switch_on_after_its_use(path, line)
+                         or w.fixes.freeze_removed(path, line)) is not None), None)
         if edit is not None:
             fix = (edit.line, edit)
     at = ((Site(site.path, fix[0], None).shown(),) if fix is not None and site else ()) + (
