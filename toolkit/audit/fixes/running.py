@@ -30,6 +30,7 @@ from toolkit.audit.fixes.script_edits import (
     listed_with,
     move_before,
     node_edit,
+    parameters_from,
     remove_detach,
     replace_parameters,
     widen,
@@ -49,8 +50,8 @@ from toolkit.audit.fixes.where_called import placed
 __all__ = ["as_parameter", "backward_inputs", "built_over_each", "call_under_no_grad",
            "copy_at_alias", "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call",
            "detach_call", "detach_expression", "detach_undone", "edit_at", "freeze_removed",
-           "import_edit",
-           "insert_after", "insert_before", "listed_with", "made_per_item", "move_before",
-           "node_edit", "off_decorator", "out_of_no_grad", "placed", "registered", "remove_detach",
-           "replace_parameters", "switch_on_after_its_step", "switch_on_after_its_use",
-           "switch_on_before_loop", "switch_on_with_the_rest", "unfreeze_before", "widen"]
+           "import_edit", "insert_after", "insert_before", "listed_with", "made_per_item",
+           "move_before", "node_edit", "off_decorator", "out_of_no_grad", "parameters_from",
+           "placed", "registered", "remove_detach", "replace_parameters",
+           "switch_on_after_its_step", "switch_on_after_its_use", "switch_on_before_loop",
+           "switch_on_with_the_rest", "unfreeze_before", "widen"]

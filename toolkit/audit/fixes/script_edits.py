@@ -28,6 +28,7 @@ from toolkit.audit.record.syntax import (
     expression_at,
     indent_of,
     made_trainable,
+    parameters_read,
     segment,
     statement_at,
     syntax_tree,
@@ -37,7 +38,7 @@ __all__ = ["apply_to_text", "as_parameter", "backward_inputs", "built_over_each"
            "call_under_no_grad", "cut_argument", "detach_call", "detach_expression",
            "detach_undone", "diff", "edit_at", "edited_texts", "empty_with", "import_edit",
            "insert_after", "insert_before", "listed_with", "move_before", "node_edit",
-           "remove_detach", "replace_parameters", "widen", "write_edits"]
+           "parameters_from", "remove_detach", "replace_parameters", "widen", "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -219,6 +220,32 @@ def replace_parameters(path: str, line: int, params: str) -> Edit | None:
     if not isinstance(value, ast.Call) or not value.args:
         return None
     return node_edit(path, value.args[0], params)
+
+
+def parameters_from(path: str, span: tuple[int, int, int, int] | None,
+                    network: str) -> tuple[Edit, ...]:
+    """The network the optimizer's call at ``span`` reads its tensors from
+    (:func:`~toolkit.audit.record.syntax.parameters_read`), where it is one, written as
+    another, ``network``, at each place it is read: the groups, filters and settings the
+    script built its optimizer with are kept (``lm.named_parameters()`` ->
+    ``prefix.named_parameters()`` in the line that lists the tensors each group filters).
+    None where it reads several networks, or already ``network``, or the argument is that
+    network's ``parameters()`` alone (:func:`replace_parameters` writes the whole argument)."""
+    parsed = syntax_tree(path)
+    read = parameters_read(path, span)
+    if parsed is None or not read:
+        return ()
+    found = call_at(path, span)
+    first = None if found is None or not found[0].args else found[0].args[0]
+    if len(read) == 1 and isinstance(first, ast.Call) and \
+            isinstance(first.func, ast.Attribute) and \
+            (first.func.value.lineno, first.func.value.col_offset) == \
+            (read[0].lineno, read[0].col_offset):
+        return ()
+    texts = {segment(parsed[1], node) for node in read}
+    if len(texts) != 1 or texts == {network}:
+        return ()
+    return tuple(node_edit(path, node, network) for node in read)
 
 
 def built_over_each(path: str, line: int, container: str) -> Edit | None:

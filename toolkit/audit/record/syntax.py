@@ -35,6 +35,7 @@ __all__ = [
     "no_grad_block",
     "no_grad_block_names",
     "no_grad_decorator",
+    "parameters_read",
     "params_in_scope",
     "progress_conditions",
     "receiver",
@@ -497,21 +498,38 @@ def arguments_made_at(path: str, span: tuple[int, int, int, int] | None) -> tupl
     if found is None:
         return ()
     call, _, first, tree = found
-    names = [first] if isinstance(first, ast.Name) else [
-        value for group in (first.elts if isinstance(first, ast.List | ast.Tuple) else ())
-        if isinstance(group, ast.Dict)
-        for key, value in zip(group.keys, group.values, strict=True)
-        if isinstance(key, ast.Constant) and key.value == "params" and
-        isinstance(value, ast.Name)]
-    if not names:
+    if first is None:
         return ()
+    values = [first] if not isinstance(first, ast.List | ast.Tuple) else [
+        value for group in first.elts if isinstance(group, ast.Dict)
+        for key, value in zip(group.keys, group.values, strict=True)
+        if isinstance(key, ast.Constant) and key.value == "params"]
+    names = [v.id for v in values if isinstance(v, ast.Name)]
+    # and the names a group's list is computed from, where a statement listing a network's
+    # tensors made them (``named = [(n, p) for n, p in lm.named_parameters() ...]`` before
+    # ``{"params": [p for n, p in named if "bias" not in n]}``)
+    inner = [n.id for v in values if not isinstance(v, ast.Name) for n in ast.walk(v)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    made = _assigned_before(tree, call, {*names, *inner})
+    lines = [made[n].lineno for n in names if n in made] + [
+        made[n].lineno for n in inner if n in made and any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            and c.func.attr in ("parameters", "named_parameters") for c in ast.walk(made[n]))]
+    return tuple(dict.fromkeys(lines))
+
+
+def _assigned_before(tree: ast.Module, call: ast.Call, names: set[str]) -> dict[str, ast.stmt]:
+    """Of ``names``, each one's last assignment before ``call``, in the call's own function
+    (or at the module's top level)."""
+    if not names:
+        return {}
     scope: ast.AST = tree
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
                 node.lineno < call.lineno <= (node.end_lineno or node.lineno) and \
                 node.lineno > getattr(scope, "lineno", 0):
             scope = node
-    best: dict[str, int] = {}
+    best: dict[str, ast.stmt] = {}
     todo = list(ast.iter_child_nodes(scope))
     while todo:
         node = todo.pop()
@@ -520,10 +538,30 @@ def arguments_made_at(path: str, span: tuple[int, int, int, int] | None) -> tupl
         if isinstance(node, ast.Assign | ast.AnnAssign) and \
                 (node.end_lineno or node.lineno) < call.lineno:
             for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                if isinstance(t, ast.Name):
-                    best[t.id] = max(best.get(t.id, 0), node.lineno)
+                if isinstance(t, ast.Name) and t.id in names and \
+                        node.lineno > getattr(best.get(t.id), "lineno", 0):
+                    best[t.id] = node
         todo.extend(ast.iter_child_nodes(node))
-    return tuple(dict.fromkeys(best[n.id] for n in names if n.id in best))
+    return best
+
+
+def parameters_read(path: str, span: tuple[int, int, int, int] | None) -> list[ast.expr]:
+    """The networks the optimizer's call at ``span`` reads its tensors from: the receivers of
+    the ``parameters()`` and ``named_parameters()`` calls in the argument it takes them by,
+    and in the statements that last assigned the names that argument reads (``named =
+    [(n, p) for n, p in lm.named_parameters() if p.requires_grad]`` before
+    ``AdamW([{"params": [p for n, p in named if "bias" not in n]}, ...])``)."""
+    found = _optimizer_params(path, span)
+    if found is None or found[2] is None:
+        return []
+    call, _, first, tree = found
+    read = {n.id for n in ast.walk(first) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+    return [node.func.value
+            for where in [first, *_assigned_before(tree, call, read).values()]
+            for node in ast.walk(where)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("parameters", "named_parameters")]
 
 
 def listed_groups(path: str, span: tuple[int, int, int, int] | None) -> set[int]:

@@ -124,6 +124,7 @@ def end_of_iteration(w: WatchState) -> None:
         edits: tuple = ()
         opt_name = w.assigned(built)
         extra_concerned: tuple[str, ...] = ()
+        swapped: tuple = ()
         if inside and set(inside) <= w.beside:
             what = ("no optimizer steps them, though the same loss trains, in terms beside "
                     "theirs, tensors an optimizer steps")
@@ -162,11 +163,15 @@ def end_of_iteration(w: WatchState) -> None:
                     f"holds: it is handed `{node.id}` where `{other}` holds them")
             at = (Site(path, node.lineno, None).shown(), *at)
         elif (wrong is not None or copied or idle) and built is not None:
-            e = w.fixes.replace_parameters(built.path, built.line,
-                                     _parameters_text(module, name, set(keys))) or \
+            # the network its tensors are read from written as this one where it is read
+            # (the groups and filters the script built kept), else its argument replaced
+            swapped = w.fixes.parameters_from(built.path, built.span, name) \
+                if all(id(p) in set(keys) for p in module.parameters()) else ()
+            e = swapped[0] if swapped else w.fixes.replace_parameters(
+                built.path, built.line, _parameters_text(module, name, set(keys))) or \
                 _walks_another(w, opts[0], module, name, built, holding)
             if e is not None:
-                edits = (e,)
+                edits = swapped or (e,)
                 opt_text = f"`{opt_name}`" if opt_name else "the optimizer"
                 if wrong is not None:
                     extra_concerned = _claimed(w, wrong)
@@ -207,6 +212,8 @@ def end_of_iteration(w: WatchState) -> None:
             f"{len(keys)} tensors of {name} get gradient and {what}",
             shown, shown, sites, edits,
             advice=(f"hand it `{handed[2]}`" if handed is not None else
+                    f"read its tensors from `{name}` where it reads them from "
+                    f"`{edits[0].old}`" if swapped and edits == swapped else
                     f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
                     f"{_parameters_text(module, name, set(keys))}" if (copied or idle) and edits
                     else
