@@ -300,6 +300,12 @@ class Watch(ModuleCalls, GradientAccess):
         self.on_at_build[len(self.optimizers) - 1] = {
             id(p) for g in opt.param_groups for p in g["params"] if p.requires_grad}
         frame = user_frame(2)
+        # an optimizer class of the script's own (K-FAC's, a sharpness-aware wrapper) is built
+        # where the script calls it, not in its ``__init__``'s call of ``super().__init__``
+        while frame is not None and frame.f_locals.get("self") is opt:
+            frame = frame.f_back
+            while frame is not None and not is_user(frame.f_code.co_filename):
+                frame = frame.f_back
         self.built_event[id(opt)] = self.events
         self.built_at[id(opt)] = site_of(frame) if frame is not None else None
         if frame is not None:
