@@ -238,10 +238,8 @@ def parameters_from(path: str, span: tuple[int, int, int, int] | None,
     found = call_at(path, span)
     first = None if found is None or not found[0].args else found[0].args[0]
     if len(read) == 1 and isinstance(first, ast.Call) and \
-            isinstance(first.func, ast.Attribute) and \
-            (first.func.value.lineno, first.func.value.col_offset) == \
-            (read[0].lineno, read[0].col_offset):
-        return ()
+            isinstance(first.func, ast.Attribute) and first.func.value is read[0]:
+        return ()   # one tree per text (syntax_tree): the same node
     texts = {segment(parsed[1], node) for node in read}
     if len(texts) != 1 or texts == {network}:
         return ()

@@ -157,6 +157,8 @@ def between(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
 
 #: the operations that add a loss's terms
 _TERMS = frozenset({"Add", "Sub", "Mean", "Sum"})
+#: and what a loss's terms pass through from its root down: its sums, means and negations
+_LOSS_TERMS = _TERMS | {"Neg"}
 
 
 def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
@@ -206,15 +208,14 @@ def beside(graph: Graph, stepped: dict[int, int]) -> dict[int, set[int]]:
         if key in seen:
             continue
         seen.add(key)
-        if node_label(graph.nodes[key]) in _TERMS or node_label(graph.nodes[key]) == "Neg":
+        if node_label(graph.nodes[key]) in _LOSS_TERMS:
             todo.extend(kids[key])
         else:
             terms.append(key)
     trained = set().union(*(opts[t] for t in terms))
-    for t in terms:
-        if trained and not opts[t]:
-            for leaf in free[t]:
-                out.setdefault(leaf, set()).update(trained)
+    if trained:
+        for leaf in set().union(*(free[t] for t in terms if not opts[t])):
+            out.setdefault(leaf, set()).update(trained)
     return out
 
 

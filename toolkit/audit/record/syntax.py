@@ -512,10 +512,15 @@ def arguments_made_at(path: str, span: tuple[int, int, int, int] | None) -> tupl
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     made = _assigned_before(tree, call, {*names, *inner})
     lines = [made[n].lineno for n in names if n in made] + [
-        made[n].lineno for n in inner if n in made and any(
-            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-            and c.func.attr in ("parameters", "named_parameters") for c in ast.walk(made[n]))]
+        made[n].lineno for n in inner if n in made and any(_parameters_calls(made[n]))]
     return tuple(dict.fromkeys(lines))
+
+
+def _parameters_calls(node: ast.AST) -> Iterator[ast.Call]:
+    """The ``parameters()`` and ``named_parameters()`` calls inside ``node``."""
+    return (c for c in ast.walk(node) if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute)
+            and c.func.attr in ("parameters", "named_parameters"))
 
 
 def _assigned_before(tree: ast.Module, call: ast.Call, names: set[str]) -> dict[str, ast.stmt]:
@@ -557,11 +562,9 @@ def parameters_read(path: str, span: tuple[int, int, int, int] | None) -> list[a
     call, _, first, tree = found
     read = {n.id for n in ast.walk(first) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
-    return [node.func.value
+    return [c.func.value  # type: ignore[attr-defined]
             for where in [first, *_assigned_before(tree, call, read).values()]
-            for node in ast.walk(where)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("parameters", "named_parameters")]
+            for c in _parameters_calls(where)]
 
 
 def listed_groups(path: str, span: tuple[int, int, int, int] | None) -> set[int]:

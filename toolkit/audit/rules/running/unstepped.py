@@ -166,7 +166,7 @@ def end_of_iteration(w: WatchState) -> None:
             # the network its tensors are read from written as this one where it is read
             # (the groups and filters the script built kept), else its argument replaced
             swapped = w.fixes.parameters_from(built.path, built.span, name) \
-                if all(id(p) in set(keys) for p in module.parameters()) else ()
+                if {id(p) for p in module.parameters()} <= set(keys) else ()
             e = swapped[0] if swapped else w.fixes.replace_parameters(
                 built.path, built.line, _parameters_text(module, name, set(keys))) or \
                 _walks_another(w, opts[0], module, name, built, holding)
@@ -213,7 +213,7 @@ def end_of_iteration(w: WatchState) -> None:
             shown, shown, sites, edits,
             advice=(f"hand it `{handed[2]}`" if handed is not None else
                     f"read its tensors from `{name}` where it reads them from "
-                    f"`{edits[0].old}`" if swapped and edits == swapped else
+                    f"`{edits[0].old}`" if swapped else
                     f"build {('`' + opt_name + '`') if opt_name else 'it'} over "
                     f"{_parameters_text(module, name, set(keys))}" if (copied or idle) and edits
                     else
