@@ -121,6 +121,22 @@ def _say_diff(text: str) -> None:
     print(escaped(text, keep="\t\n\r"), end="", flush=True)
 
 
+def _withdrawn(printed: list, findings: dict, withdrawn: dict) -> list[str]:
+    """A line for the failures printed as the run went that a later iteration took back (and
+    did not report again), by kind and reason, with their iterations."""
+    taken: dict[tuple[str, str], list[int]] = {}
+    for f in printed:
+        if f.failure and f.key not in findings and f.key in withdrawn:
+            taken.setdefault((str(f.kind), withdrawn[f.key][1]), []).append(f.iteration)
+    lines = []
+    for (kind, why), iterations in taken.items():
+        its = sorted(set(iterations))
+        s = "s" if len(its) > 1 else ""
+        lines.append(f"toolkit audit: withdrawn: the {kind} failure{s} printed above "
+                     f"(iteration{s} {', '.join(map(str, its))}): {why}")
+    return lines
+
+
 def _record_folder(folder: str) -> str | None:
     """Why ``--record`` may not write into ``folder``, or ``None``: a link or a file is
     refused, a missing folder is made."""
@@ -195,8 +211,11 @@ def _audit(args: argparse.Namespace) -> int:
         with open(args.edited_elsewhere, encoding="utf-8") as fh:
             elsewhere = json.load(fh)
 
+    printed = []
+
     def shown(finding) -> None:
         if args.watch is not None:
+            printed.append(finding)
             _say(*finding.lines())
 
     verifying = not args.no_verify
@@ -212,6 +231,8 @@ def _audit(args: argparse.Namespace) -> int:
         os._exit(outcome.exit_code or (1 if outcome.error is not None else 0))
     findings = list(watch.findings.values())
     failures = [f for f in findings if f.failure]
+    for line in _withdrawn(printed, watch.findings, watch.withdrawn):
+        _say(line)
 
     if verifying:
         # a run that ended by itself is run as far again with each edit (see verify)

@@ -236,6 +236,9 @@ class WatchState:
         self.early_clips: list[tuple[Site, frozenset[int], int]] = []
         self.built_in: dict[int, tuple[str, int]] = {}
         self.findings: dict[tuple, ScriptFinding] = {}
+        # findings taken back by what came after them (printed already where watched): each
+        # with why (:meth:`withdraw`)
+        self.withdrawn: dict[tuple, tuple[ScriptFinding, str]] = {}
         # every backward() call site seen (by its whole stack), and, watching, the iterations
         # audited because a new one began there (a main loop after a warm-up)
         self.sites_seen: set[tuple] = set()
@@ -568,6 +571,13 @@ class WatchState:
         self.added[id(made)] = (made, finding)
         if self.on_finding is not None:
             self.on_finding(finding)
+
+    def withdraw(self, key: tuple, why: str) -> None:
+        """The finding under ``key`` taken back, ``why`` kept: a finding printed as the run
+        went is withdrawn by name at its end, not dropped in silence."""
+        finding = self.findings.pop(key, None)
+        if finding is not None:
+            self.withdrawn[key] = (finding, why)
 
     def optimizer_text(self, index: int, site: Site | None) -> str | None:
         """The optimizer's expression at its step's ``site``, in backquotes."""

@@ -215,7 +215,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             made, shown = w.added.get(id(earlier[1]), (None, None)) if earlier else (None, None)
             if earlier is not None and made is earlier[1] and \
                     w.findings.get(shown.key) is shown:
-                del w.findings[shown.key]   # reported by an earlier backward: held here
+                # reported by an earlier backward: held here
+                w.withdraw(shown.key, f"reported again by the backward of iteration "
+                                      f"{w.iteration}, with the lines of its fix")
             passes[same] = (w.iteration, found[same][0], called, dict(held))
     _report(w, key, list(found.values()), waiting or [])
     return untargeted
@@ -317,7 +319,9 @@ def settle(w: WatchState) -> None:
                    for event in w.target_carried.get(k, ())]
         written = [c for c in carried if c in w.ledger.written_ever]
         if written and all(c in w.ledger.wasted_ever for c in written):
-            del w.findings[key]
+            w.withdraw(key, "every gradient carried into a stepped tensor was cleared "
+                            "before a step used it, so no weight changed (the `wasted` note "
+                            "counts that gradient)")
 
 
 def _own_calls(graph: StepGraph, target: int, untargeted: set[int], toward: set[int],
