@@ -123,29 +123,34 @@ def _rebound(w: WatchState, stepped: dict[int, int], skip: set[int]
              ) -> dict[Site, list[tuple[torch.Tensor, torch.Tensor, bool, int]]]:
     """Leaves the script made since an optimizer was built, held by no module the script
     calls, that a loss of this iteration reached and no optimizer holds (``skip``: those a
-    module's replacement explains), paired,
-    by shape and dtype in the optimizers' order, with tensors an optimizer holds that no loss
-    reached: by the line that made them, ``(new, old, made under no_grad, iteration
+    module's replacement explains), paired, by shape and dtype in the optimizers' order, with
+    tensors an optimizer built before the leaf was made holds that no loss reached: by the line
+    that made them, ``(new, old, made under no_grad, iteration
     spoiled)``. A line whose
     leaves pair with none is left out (a perturbation of the input, trained by hand)."""
-    news: dict[Site, list[tuple[torch.Tensor, bool, int]]] = {}
+    # held by an optimizer, even one whose name now holds another (the last perturbation of
+    # an attack that builds its own SGD over each new one): no rebinding left it out
+    held = w.stepped_map()
+    news: dict[Site, list[tuple[torch.Tensor, bool, int, int]]] = {}
     for key, (ref, site, no_grad, spoils) in list(w.made_leaves.items()):
         t = ref()
         if t is None:
             del w.made_leaves[key]
-        elif key not in stepped and key not in skip and w.ledger.live.get(key) and \
+        elif key not in held and key not in skip and w.ledger.live.get(key) and \
                 w.owner(key) is None:   # a module's: its replacement is noted() apart
-            news.setdefault(site, []).append((t, no_grad, spoils))
+            news.setdefault(site, []).append((t, no_grad, spoils,
+                                              w.made_in.get(key, (len(w.optimizers),))[0]))
     if not news:
         return {}
-    unreached = [p for o in w.optimizers for g in o.param_groups for p in g["params"]
-                 if id(p) in stepped and not w.ledger.live.get(id(p))]
+    unreached = [(i, p) for i, o in enumerate(w.optimizers) for g in o.param_groups
+                 for p in g["params"] if id(p) in stepped and not w.ledger.live.get(id(p))]
     out: dict[Site, list[tuple[torch.Tensor, torch.Tensor, bool, int]]] = {}
     paired: set[int] = set()
     for site, leaves in news.items():
-        for t, no_grad, spoils in leaves:
-            old = next((p for p in unreached if id(p) not in paired and p.shape == t.shape
-                        and p.dtype == t.dtype), None)
+        for t, no_grad, spoils, built in leaves:
+            # the tensor it replaced is held by an optimizer built before it was made
+            old = next((p for i, p in unreached if i < built and id(p) not in paired
+                        and p.shape == t.shape and p.dtype == t.dtype), None)
             if old is not None:
                 paired.add(id(old))
                 out.setdefault(site, []).append((t, old, no_grad, spoils))
