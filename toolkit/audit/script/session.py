@@ -276,15 +276,18 @@ class Watch(ModuleCalls, GradientAccess):
                 copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
                 copies.moved_toward_itself(self, self.staged.rec.alias_moves)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
-        # names a network's tensors, or the network)
+        # names a network's tensors, or the network), nor withdrew (a target whose gradient
+        # was cleared before a step used it, as a perturbation's attack loss leaves it in the
+        # model's .grad: the step audit sees the target, not the clear)
         named = self.names()
         by_name = {name: key for key, name in named.items()}
+        made = [*self.findings.values(), *(f for f, _ in self.withdrawn.values())]
         theirs = set()
-        for f in self.findings.values():
+        for f in made:
             for name in f.names:
                 theirs.update([by_name[name]] if name in by_name else
                               (k for k, n in named.items() if n.startswith(f"{name}.")))
-        for finding in self.staged.findings(list(self.findings.values()), theirs):
+        for finding in self.staged.findings(made, theirs):
             self.add(finding)
 
     def in_constant_terms(self) -> set[str]:

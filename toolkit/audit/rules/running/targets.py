@@ -320,8 +320,7 @@ def settle(w: WatchState) -> None:
         written = [c for c in carried if c in w.ledger.written_ever]
         if written and all(c in w.ledger.wasted_ever for c in written):
             w.withdraw(key, "every gradient carried into a stepped tensor was cleared "
-                            "before a step used it, so no weight changed (the `wasted` note "
-                            "counts that gradient)")
+                            "before a step used it, so no weight changed")
 
 
 def _own_calls(graph: StepGraph, target: int, untargeted: set[int], toward: set[int],
