@@ -503,7 +503,7 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
     if grad and name in _SUMS and cut_input.numel() == out.numel() \
             and bool(cut_input.detach().ne(0).any()):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn),
-                              out.numel() == 1))
+                              out.numel() == 1, bool(rec.calling)))
 
 
 def _itself(args: tuple[Any, ...]) -> bool:

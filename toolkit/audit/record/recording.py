@@ -327,10 +327,10 @@ class Recording:
         # those of blocks inside a module's forward (read only by the dead rule)
         self.inside_origins: list[tuple[torch.Tensor, ...]] = []
         # (call, the cuts, the user's line that added it, the sum's node, whether the sum is
-        # a scalar): cut values added to one with a graph (a term of a loss), a scalar or
-        # element for element
+        # a scalar, whether a module's forward made the sum): cut values added to one with a
+        # graph (a term of a loss), a scalar or element for element
         self.cut_added: list[tuple[int, tuple[tuple[Line | None, str, Any], ...],
-                                   Line | None, int, bool]] = []
+                                   Line | None, int, bool, bool]] = []
         # (call, the cuts, the user's line, the torch function, the node): cut values read by
         # an operation whose result has a graph (a query's similarity to cut keys, a
         # prediction compared with a cut target)

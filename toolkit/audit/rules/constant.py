@@ -103,8 +103,11 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
     found = []
     seen = set()
     heads: dict[tuple[str, bool], set[int]] = {}
-    for call, cuts, added, node, scalar in rec.cut_added:
-        if call != rec.call or rec.inside_forward(cuts):
+    for call, cuts, added, node, scalar, inside in rec.cut_added:
+        # a module's own stop-gradient, summed by that module (SuperLoss's regulariser of its
+        # confidence) is its method; returned, and added to the loss by the step (a mixture
+        # of experts' balancing loss computed under no_grad in its forward), a constant term
+        if call != rec.call or (inside and rec.inside_forward(cuts)):
             continue
         for loss, graph in step.graphs.items():
             # a term added element for element is one where the loss sums those elements as
