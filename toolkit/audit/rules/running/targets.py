@@ -179,6 +179,12 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         edits = list(dict.fromkeys([*known, *edits]))
         called = bound.get(same, ())
         name = _bound_to(search.nodes[target])
+        # read as an attribute where it is compared (a named tuple's field, V-trace's
+        # ``vtrace_returns.vs``): named as the cut writes it
+        dotted = next((e.old for e in edits if e.new == f"{e.old}.detach()" and "." in e.old
+                       and all(part.isidentifier() for part in e.old.split("."))), None)
+        if name is None and not called:
+            name = dotted
         # a target written inline (``F.mse_loss(v, head.normalize(returns))``): the tensor
         # it is made from that the script names (``returns``)
         below = _bound_below(search.nodes[target]) if name is None and not called else None
@@ -189,7 +195,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         # from ``next_q = target_net(s2).max(1).values`` a line above the comparison); a cut
         # of a name already bound is named by it
         made_of += tuple(n for n in dict.fromkeys(
-            n for e in edits if e.path and not e.old.isidentifier()
+            n for e in edits if e.path and not e.old.isidentifier() and e.old != dotted
             for n in sorted(S.assigned_names(e.path, e.line)))
             if n not in called and n != name and n not in made_of)
         if name is not None and name not in called and (new_cut or not called):
