@@ -75,15 +75,24 @@ def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
             # through its methods): one finding for the container
             held_in.setdefault(holder, []).append(tensor)
     for name, tensors in held_in.items():
-        _report_free(w, name, f"list({name}.parameters())", tensors)
+        # a parameter of a network called by parts is named by its path: a list of itself
+        one = len(tensors) == 1 and "." in name
+        _report_free(w, name, f"[{name}]" if one else f"list({name}.parameters())", tensors)
 
 
 def _container_of(w: WatchState, tensor: torch.Tensor) -> str | None:
     """The name the script's frames hold a module by that holds ``tensor`` and that the
-    script never calls (a ``ParameterList``), or ``None``."""
+    script never calls (a ``ParameterList``), or ``None``. Where the script calls parts of
+    that module (a policy used through its methods, whose actor and critic it calls), the
+    tensor is one parameter of it, named by its path there (``policy.log_std``)."""
+    called = {id(m) for m, _ in w.called_networks()}
     for name, value in w.scope.items():
-        if isinstance(value, nn.Module) and not name.startswith("_") and \
-                any(p is tensor for p in value.parameters()):
+        if not isinstance(value, nn.Module) or name.startswith("_"):
+            continue
+        path = next((n for n, p in value.named_parameters() if p is tensor), None)
+        if path is not None:
+            if any(id(m) in called for m in value.modules()):
+                return f"{name}{S.attribute_path(path)}"
             return name
     return None
 

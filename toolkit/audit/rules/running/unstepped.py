@@ -246,14 +246,25 @@ def _wholes(w: WatchState, by_root: dict[int, list[int]],
     """Each called network with its tensors no optimizer steps (``by_root``), parts of one
     network the script names, no tensor of which an optimizer steps, taken together as that
     network (an actor called through its methods, whose body and heads are what it calls:
-    ``actor``, not ``self.body``, ``self.mean`` and ``self.log_std``)."""
+    ``actor``, not ``self.body``, ``self.mean`` and ``self.log_std``). So are parts the script
+    names only inside the network's methods (``self.critic``) of a network one optimizer
+    steps the rest of (GAIL's PPO Adam over a list of the policy's actor and mean head:
+    ``policy``, its critic and ``log_std`` left out)."""
     named = w._held_by_names()
+    unstepped = {k for k, live in w.ledger.live.items() if live and k not in stepped}
+
+    def rest_of(m: nn.Module) -> bool:
+        ids = {id(p) for p in m.parameters()}
+        return len({stepped[k] for k in ids if k in stepped}) == 1 and \
+            ids <= stepped.keys() | unstepped
+
     out: dict[int, tuple[nn.Module, str, list[int]]] = {}
     for root, keys in by_root.items():
         module, name = w.roots[root]
+        own = name.startswith("self.")
         whole = next(((m, n) for m, n in named if m is not module and any(
-            x is module for x in m.modules()) and not any(
-            id(p) in stepped for p in m.parameters())), None)
+            x is module for x in m.modules()) and (not any(
+                id(p) in stepped for p in m.parameters()) or (own and rest_of(m)))), None)
         if whole is not None:
             module, name = whole
         out.setdefault(id(module), (module, name, []))[2].extend(keys)
