@@ -209,8 +209,13 @@ def _report(w: WatchState, site: Site | None,
     built = w.built_at.get(id(opt))
     opt_text = (w.optimizer_text(index, built) if built is not None else None) or \
         "the optimizer"
-    edit = None if site is None else state_copy(w.fixes, site) if swapped else \
-        in_place_copy(w.fixes, site, pairs[0][2])
+    # copies cut from parameters (MAML's fast weights made as
+    # ``p.detach().clone().requires_grad_()``): nothing replaced them, the copies only lost
+    # their graph, which the edit keeps
+    copied = None if site is None or swapped or not all(
+        isinstance(old, nn.Parameter) for _, old, *_ in pairs) else kept_copy(w.fixes, site)
+    edit = None if site is None else copied or (
+        state_copy(w.fixes, site) if swapped else in_place_copy(w.fixes, site, pairs[0][2]))
     srcs = {s for new, *_ in pairs for s in w.ledger.live[id(new)] if s.site is not None}
     at = tuple(s.shown() for s in (site, built) if s is not None) + tuple(
         sorted({s.site.shown() for s in srcs}))
@@ -222,13 +227,45 @@ def _report(w: WatchState, site: Site | None,
         f"{plural(n, 'tensor')} the loss trains ({', '.join(shown)}) "
         f"{'is' if n == 1 else 'are'} in no optimizer: "
         + (f"`{site.text()}` at {site}" if site is not None else "the script")
-        + f" put {'new tensors' if n > 1 else 'a new tensor'} in place of "
-        f"{'those' if n > 1 else 'the one'} {opt_text} holds, after it was built; it steps "
-        f"the old {'ones' if n > 1 else 'one'}, which no loss reaches any more",
+        + (f" made {'them' if n > 1 else 'it'} as {'copies' if n > 1 else 'a copy'} cut "
+           f"from {'those' if n > 1 else 'the one'} {opt_text} holds: the loss's gradient "
+           f"stops at the {'copies' if n > 1 else 'copy'} and never reaches what it steps"
+           if copied is not None else
+           f" put {'new tensors' if n > 1 else 'a new tensor'} in place of "
+           f"{'those' if n > 1 else 'the one'} {opt_text} holds, after it was built; it "
+           f"steps the old {'ones' if n > 1 else 'one'}, which no loss reaches any more"),
         old_keys, shown, at, (edit,) if edit is not None else (),
-        advice="write the new values into the tensor the optimizer holds "
+        advice="make the copies with their graph (`p.clone()`), so that the loss's gradient "
+               "reaches the tensors the optimizer holds" if copied is not None else
+               "write the new values into the tensor the optimizer holds "
                "(with torch.no_grad(): param.copy_(values)), or build the optimizer after "
                "the replacement", step=w.step_events - 1, concerned=old_keys))
+
+
+def kept_copy(fixes: FixWriter, site: Site) -> Edit | None:
+    """The leaf made at ``site`` as a cut copy of a tensor, ``p.detach().clone()
+    .requires_grad_()`` (``.clone()`` or ``.detach()`` in either order), made a copy that keeps
+    its graph: ``p.clone()``. ``None`` where the statement makes no such leaf."""
+    found = S.statement_at(site.path, site.line)
+    if found is None:
+        return None
+    st, text = found
+    for node in ast.walk(st):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "requires_grad_" and not node.keywords
+                and (not node.args or (isinstance(node.args[0], ast.Constant)
+                                       and node.args[0].value is True))):
+            continue
+        base, cut = node.func.value, False
+        while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and \
+                base.func.attr in ("detach", "clone") and not base.args and not base.keywords:
+            cut = cut or base.func.attr == "detach"
+            base = base.func.value
+        if cut:
+            return fixes.edit_at(site.path, (node.lineno, node.col_offset),
+                                 (node.end_lineno or node.lineno, node.end_col_offset or 0),
+                                 f"{S.segment(text, base)}.clone()")
+    return None
 
 
 def in_place_copy(fixes: FixWriter, site: Site, no_grad: bool) -> Edit | None:
