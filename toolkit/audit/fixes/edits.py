@@ -73,9 +73,22 @@ def edit_node(line: Line, src: Source, node: ast.AST, new: str,
 
 def cut_value(line: Line, src: Source, node: ast.expr) -> Edit:
     """The edit that cuts the value of ``node`` (see :func:`detached`); one not written out
-    as a tuple, list or dict is marked ``cut``: its form waits for the value the step held."""
-    return edit_node(line, src, node, detached(src, node),
-                     cut=not isinstance(node, (ast.Tuple, ast.List, ast.Dict)))
+    as a tuple, list or dict is marked ``cut``: its form waits for the value the step held.
+    An operation the source writes in parentheses of its own (``z + (z_q - z)``) is cut with
+    them, ``(z_q - z).detach()``, not wrapped in a second pair."""
+    cut = not isinstance(node, (ast.Tuple, ast.List, ast.Dict))
+    new = detached(src, node)
+    row = node.lineno - 1
+    if new.startswith("(") and not isinstance(node, ast.Tuple) and \
+            node.end_lineno == node.lineno and row < len(src.lines):
+        text = src.lines[row]
+        start, end = node.col_offset, node.end_col_offset or 0
+        before = text[:max(start - 1, 0)].rstrip()
+        if start > 0 and text[start - 1:start] == b"(" and text[end:end + 1] == b")" and \
+                not (before[-1:].isalnum() or before[-1:] in (b"_", b")", b"]")):
+            return Edit(line.file, node.lineno, start - 1, node.lineno, end + 1,
+                        text[start - 1:end + 1].decode("utf-8"), new, line.path, (), cut)
+    return edit_node(line, src, node, new, cut=cut)
 
 
 _ATOMS = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
