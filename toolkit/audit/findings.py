@@ -330,7 +330,10 @@ class ConstantTerm:
     of ``through``, the network's stepped tensors; the fix removes the cut. ``"self"`` for a
     value subtracted from itself with its graph at ``added`` (``taken``: where the value
     subtracted was bound, ``old_logp = logp``): zero whatever the weights, the terms made of
-    it train none of ``through``; the fix cuts the value subtracted."""
+    it train none of ``through``; the fix cuts the value subtracted. ``"cancel"`` for a value
+    added to a difference that subtracts it (``z + (z_q - z)``, ``tensors`` the two operands):
+    the value's gradient through the sum cancels, and ``through``, what computed it, get none
+    from it; the fix cuts the difference."""
 
     loss: str
     tensors: tuple[str, ...]
@@ -362,6 +365,14 @@ class ConstantTerm:
                     f"weights, and its gradient zero; the "
                     f"terms made of it train none of the {len(self.through)} tensors it was "
                     f"computed by ({through})")
+        if self.cut == "cancel":
+            pair = f"`{self.tensors[0]}` to `{self.tensors[1]}`" \
+                if len(self.tensors) == 2 else "a value to a difference that subtracts it"
+            return (f"adds {pair}{added}, a difference that subtracts the value added, with "
+                    f"its graph: the value's gradient through the sum cancels, and none of "
+                    f"the {len(self.through)} tensors it was computed by ({through}) gets "
+                    f"gradient from this loss through it (a straight-through estimator cuts "
+                    f"the difference)")
         if self.cut:
             return (f"adds {term}{added}, made only of a network's output "
                     f"{_cut_where(self.cut, self.taken, self.edits)}: a "

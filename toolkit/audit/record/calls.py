@@ -62,6 +62,8 @@ _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
 _ZERO_DERIVATIVE = frozenset({"sign", "round", "floor", "ceil", "trunc", "fix"})
 #: sums, whose output's gradient is the same for every operand: a constant operand adds nothing
 #: to the gradient of the sum (``loss + lam * penalty``)
+# sums of two operands out of place (a sum written back into an operand is no new value)
+_ADDS = frozenset({"add", "__add__", "__radd__"})
 _SUMS = frozenset({"add", "__add__", "__radd__", "__iadd__", "add_", "sub", "__sub__",
                    "__rsub__", "__isub__", "sub_", "subtract", "rsub"})
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
@@ -228,6 +230,9 @@ class CallWatch(TorchFunctionMode):
         if grad and name in _AGAINST_ITSELF and _itself(args) and isinstance(out, torch.Tensor) \
                 and out.grad_fn is not None:
             rec.self_differences.append((rec.call, user_line(), id(out.grad_fn)))
+        if grad and name in _ADDS and isinstance(out, torch.Tensor) and out.grad_fn is not None \
+                and (at := _cancelling(args)) is not None:
+            rec.cancelled.append((rec.call, user_line(), id(out.grad_fn), at))
         if same is not None and not same.requires_grad:
             # zero whatever the weights: the operand subtracted, a detached view, is the
             # other's elements
@@ -504,6 +509,24 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
             and bool(cut_input.detach().ne(0).any()):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn),
                               out.numel() == 1, bool(rec.calling)))
+
+
+def _cancelling(args: tuple[Any, ...]) -> int | None:
+    """The operand of a sum of two tensors that is a difference subtracting the other operand,
+    the same output of the same node (``z + (z_q - z)``), or ``None``: the sum is the value
+    the difference starts from, and the other operand's gradient through it is zero."""
+    if len(args) < 2 or not all(isinstance(a, torch.Tensor) for a in args[:2]):
+        return None
+    for at in (0, 1):
+        diff, other = args[at], args[1 - at]
+        node = diff.grad_fn
+        if node is None or type(node).__name__ != "SubBackward0" or other.grad_fn is None \
+                or getattr(node, "_saved_alpha", 1) != 1:
+            continue
+        edges = node.next_functions
+        if len(edges) == 2 and edges[1][0] is other.grad_fn and edges[1][1] == other.output_nr:
+            return at
+    return None
 
 
 def _itself(args: tuple[Any, ...]) -> bool:

@@ -343,6 +343,10 @@ class Recording:
         # its graph (one node on both sides, or one computation run twice): zero whatever the
         # weights, and so is its gradient
         self.self_differences: list[tuple[int, Line | None, int]] = []
+        # (call, the user's line, the sum's node, the operand that is the difference): a value
+        # added to a difference that subtracts it, with one graph (``z + (z_q - z)``, a
+        # straight-through estimator without its cut): its gradient through the sum cancels
+        self.cancelled: list[tuple[int, Line | None, int, int]] = []
         # (the grad-off ``with`` line of a no_grad cut, id of the network's first parameter)
         # -> the user's line that called the network there, its last call in the block
         self.cut_callers: dict[tuple[Line | None, int], Line | None] = {}
@@ -699,6 +703,7 @@ class Recording:
         self.cut_fed.clear()
         self.cut_callers.clear()
         self.self_differences.clear()
+        self.cancelled.clear()
         self.one_to_one.clear()
         self.derivatives.clear()
         self.made_inside.clear()

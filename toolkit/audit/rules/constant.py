@@ -92,7 +92,8 @@ def check(step: RecordedStep) -> Found:
             places = () if taken is None else (KeywordAt(taken, "grad", "create_graph", "True"),)
             lines = () if taken is None else (taken,)
             found.append(Wanted(finding, FirstOf((Option(places, _FIX, lines),))))
-    return {"constant_terms": [*found, *_cut_terms(step), *_self_terms(step)]}
+    return {"constant_terms": [*found, *_cut_terms(step), *_self_terms(step),
+                               *_cancelled_terms(step)]}
 
 
 def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
@@ -189,6 +190,43 @@ def _self_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             finding = ConstantTerm(loss=loss, tensors=operand_texts(line), through=through,
                                    taken=at, added=line, fix=_SELF_FIX, cut="self")
             found.append(Wanted(finding, FirstOf((Option((place,), _SELF_FIX, (at,)),))))
+            break
+    return found
+
+
+_CANCEL_FIX = ("cut the difference (`z + (z_q - z).detach()`), as a straight-through "
+               "estimator does: the sum keeps its value and passes its gradient to the value "
+               "added")
+
+
+def _cancelled_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
+    """Each sum of this call of a value and a difference that subtracts that value again, one
+    graph on both sides (``z + (z_q - z)``: VQ-VAE's straight-through estimator without the
+    ``.detach()`` of the difference; van den Oord et al. 2017, arXiv:1711.00937), that a
+    loss's graph reaches: the value's gradient through the sum is zero, so what it was
+    computed by (the encoder) gets none from that loss through it. The fix cuts the
+    difference, where the sum reads it."""
+    rec = step.rec
+    found = []
+    for call, line, node, at in rec.cancelled:
+        if call != rec.call or line is None:
+            continue
+        for loss, graph in step.graphs.items():
+            summed = graph.search.nodes.get(node)
+            if summed is None:
+                continue
+            kept = summed.next_functions[1 - at]
+            stepped = step.stepped[loss]
+            through = tuple(dict.fromkeys(
+                rec.names.name(n.variable) for _, n, _, _ in walk([Edge(*kept)])
+                if id(getattr(n, "variable", None)) in stepped))
+            if not through:
+                continue
+            texts = operand_texts(line)
+            finding = ConstantTerm(loss=loss, tensors=texts, through=through, taken=line,
+                                   added=line, fix=_CANCEL_FIX, cut="cancel")
+            found.append(Wanted(finding, FirstOf((Option((ReadAt(line, at),), _CANCEL_FIX,
+                                                         (line,)),),)))
             break
     return found
 
