@@ -177,10 +177,7 @@ def _self_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             summed = graph.search.nodes.get(node)
             if summed is None:
                 continue
-            stepped = step.stepped[loss]
-            through = tuple(dict.fromkeys(
-                rec.names.name(n.variable) for _, n, _, _ in walk([Edge(summed, 0)])
-                if id(getattr(n, "variable", None)) in stepped))
+            through = _stepped_below(step, loss, Edge(summed, 0))
             if not through:
                 continue
             bound = assigned_from(line, 1)
@@ -192,6 +189,14 @@ def _self_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             found.append(Wanted(finding, FirstOf((Option((place,), _SELF_FIX, (at,)),))))
             break
     return found
+
+
+def _stepped_below(step: RecordedStep, loss: str, edge: Edge) -> tuple[str, ...]:
+    """The names of the tensors ``loss``'s optimizers step that the graph below ``edge``
+    reaches, each once."""
+    stepped = step.stepped[loss]
+    return tuple(dict.fromkeys(step.rec.names.name(n.variable) for _, n, _, _ in walk([edge])
+                               if id(getattr(n, "variable", None)) in stepped))
 
 
 _CANCEL_FIX = ("cut the difference (`z + (z_q - z).detach()`), as a straight-through "
@@ -215,11 +220,7 @@ def _cancelled_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             summed = graph.search.nodes.get(node)
             if summed is None:
                 continue
-            kept = summed.next_functions[1 - at]
-            stepped = step.stepped[loss]
-            through = tuple(dict.fromkeys(
-                rec.names.name(n.variable) for _, n, _, _ in walk([Edge(*kept)])
-                if id(getattr(n, "variable", None)) in stepped))
+            through = _stepped_below(step, loss, Edge(*summed.next_functions[1 - at]))
             if not through:
                 continue
             texts = operand_texts(line)
