@@ -251,12 +251,10 @@ def kept_copy(fixes: FixWriter, site: Site) -> Edit | None:
         return None
     st, text = found
     for node in ast.walk(st):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "requires_grad_" and not node.keywords
-                and (not node.args or (isinstance(node.args[0], ast.Constant)
-                                       and node.args[0].value is True))):
+        base = S.made_trainable(node) if isinstance(node, ast.expr) else None
+        cut = False
+        if base is None:
             continue
-        base, cut = node.func.value, False
         while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and \
                 base.func.attr in ("detach", "clone") and not base.args and not base.keywords:
             cut = cut or base.func.attr == "detach"
