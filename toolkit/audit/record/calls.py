@@ -62,10 +62,10 @@ _STATS_WRITES = {F.batch_norm: ((1, "running_mean"), (2, "running_var")),
 _ZERO_DERIVATIVE = frozenset({"sign", "round", "floor", "ceil", "trunc", "fix"})
 #: sums, whose output's gradient is the same for every operand: a constant operand adds nothing
 #: to the gradient of the sum (``loss + lam * penalty``)
-# sums of two operands out of place (a sum written back into an operand is no new value)
-_ADDS = frozenset({"add", "__add__", "__radd__"})
 _SUMS = frozenset({"add", "__add__", "__radd__", "__iadd__", "add_", "sub", "__sub__",
                    "__rsub__", "__isub__", "sub_", "subtract", "rsub"})
+#: sums of two operands out of place (a sum written back into an operand is no new value)
+_ADDS = frozenset({"add", "__add__", "__radd__"})
 _KW_WRITES = frozenset({"uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_",
                         "xavier_uniform_", "xavier_normal_", "orthogonal_", "zeros_", "ones_",
                         "constant_"})  # torch.nn.init writes, which pass the tensor by keyword
