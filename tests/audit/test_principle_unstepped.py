@@ -63,6 +63,21 @@ def test_a_layer_scale_made_a_plain_tensor_is_made_a_parameter(tmp_path):
     assert {e["new"] for e in found["edits"]} == {"nn.Parameter(torch.full((dim,), init_values))"}
 
 
+def test_a_plain_tensor_of_a_module_an_agent_holds_is_made_a_parameter(tmp_path):
+    """CURL's bilinear matrix, a plain tensor of a module that is never called (its methods
+    are) and that an object of the script's, no module itself, holds (``agent.curl``): found
+    at the line that makes it, and made a parameter there."""
+    script = SCRIPTS / "curl_bilinear_plain.py"
+    code, report = audit(tmp_path, script)
+    assert code == 1
+    (found,) = failures(report)
+    line = _line(script, "        self.W = ")
+    assert found["kind"] == "unstepped" and found["names"] == ["agent.curl.W"]
+    assert found["at"][0].startswith(f"curl_bilinear_plain.py:{line}:")
+    (edit,) = found["edits"]
+    assert (edit["start"][0], edit["new"]) == (line, "nn.Parameter(torch.rand(z_dim, z_dim))")
+
+
 def test_a_plain_tensor_an_optimizer_lists_is_no_finding(tmp_path):
     code, report = audit(tmp_path, SCRIPTS / "clip_temperature_listed.py")
     assert code == 0 and failures(report) == []
@@ -123,7 +138,8 @@ PAIRS = [("clip_temperature.py", "clip_temperature_plain.py"),
          ("convnext_groups.py", "convnext_groups_backbone_only.py"),
          ("baseline_pp.py", "baseline_pp_classifier_left_out.py"),
          ("resmlp_layerscale.py", "resmlp_layerscale_plain.py"),
-         ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py")]
+         ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py"),
+         ("curl_bilinear.py", "curl_bilinear_plain.py")]
 
 
 @pytest.mark.slow

@@ -192,13 +192,15 @@ def plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
         srcs = {s for k, _, _, _, _ in tensors for s in w.ledger.live[k] if s.site is not None}
         at += sorted({s.site.shown() for s in srcs})
         holders = sorted({type(m).__name__ for _, _, _, m, _ in tensors})
+        get, them, plain = ("gets", "it", "a plain tensor that requires grad") \
+            if len(tensors) == 1 else ("get", "them", "plain tensors that require grad")
         if any(f.kind == "unstepped" and f.tensors == shown for f in w.findings.values()):
             continue   # found at an earlier iteration
         w.add(ScriptFinding(
             "unstepped", w.iteration,
-            f"{len(tensors)} tensors of {root} get gradient and no optimizer steps them: "
-            f"{', '.join(holders)} holds them as plain tensors that require grad, not as "
-            f"nn.Parameter, so {root}.parameters() does not hold them, though an optimizer "
+            f"{plural(len(tensors), 'tensor')} of {root} {get} gradient and no optimizer "
+            f"steps {them}: {', '.join(holders)} holds {them} as {plain}, not as "
+            f"nn.Parameter, so {root}.parameters() does not hold {them}, though an optimizer "
             f"steps the rest of {root}",
             shown, shown, tuple(at), tuple(edits),
             advice="make them parameters where they are made (nn.Parameter(...)), or add them "

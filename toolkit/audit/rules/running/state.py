@@ -7,6 +7,7 @@ which tensors each optimizer steps, the loss at a line) and where they put their
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from torch import nn
 
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
-from toolkit.audit.record.frames import Site
+from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.ledger import Ledger, Source
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.feedback import Feed
@@ -51,6 +52,15 @@ def _label(site: Site | None) -> str:
         if call.args:
             return f"`{S.segment(text, call.args[0])}`"
     return f"the loss at {site}"
+
+
+def _of_the_scripts_class(value: object) -> bool:
+    """Whether ``value`` is an instance of a class the user's code defines (not a function, a
+    module or a class: their types are the interpreter's)."""
+    try:
+        return is_user(inspect.getfile(type(value))) and hasattr(value, "__dict__")
+    except (TypeError, OSError):
+        return False
 
 
 class Kept(NamedTuple):
@@ -474,9 +484,10 @@ class WatchState:
         item of a plain ``list``, ``tuple`` or ``dict`` attribute, the largest network first;
         then what the networks the script's names hold keep (the deep Markov model's initial
         state, ``self.h_0``, beside the modules its method ``neg_elbo`` calls, the model
-        itself never called)."""
+        itself never called), and those its objects hold (:meth:`_held_by_objects`)."""
         seen = set()
-        for network, root in [*self.networks(), *self._held_by_names()]:
+        for network, root in [*self.networks(), *self._held_by_names(),
+                              *self._held_by_objects()]:
             if id(network) in seen:
                 continue
             seen.add(id(network))
@@ -555,6 +566,22 @@ class WatchState:
                     any(id(m) in called for m in value.modules()):
                 held.append((value, name))
         return sorted(held, key=lambda r: -sum(1 for _ in r[0].parameters()))
+
+    def _held_by_objects(self) -> list[tuple[nn.Module, str]]:
+        """The networks that objects of the script's own classes, no modules themselves,
+        hold as attributes (CURL's agent, whose ``curl`` module is never called, its methods
+        ``encode`` and ``compute_logits`` are): those that hold a network the script calls,
+        named by the object's name and the attribute (``agent.curl``)."""
+        called = {id(m) for m, _ in self.called_networks()}
+        held = []
+        for name, value in list(self.scope.items()):
+            if name.startswith("_") or isinstance(value, nn.Module) or \
+                    not _of_the_scripts_class(value):
+                continue
+            for attr, sub in list(vars(value).items()):
+                if isinstance(sub, nn.Module) and any(id(m) in called for m in sub.modules()):
+                    held.append((sub, f"{name}.{attr}"))
+        return held
 
     def owner(self, key: int) -> nn.Module | None:
         for module, _ in self.called_networks():
