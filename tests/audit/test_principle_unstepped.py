@@ -134,12 +134,31 @@ def test_a_cosine_classifier_left_out_of_the_optimizer_is_a_failure_not_wasted_w
     assert "wasted" not in [f["kind"] for f in report["findings"]]
 
 
+def test_a_network_left_out_of_a_list_an_optimizer_and_its_clip_share_is_listed_there(
+        tmp_path):
+    """Dreamer's world model: the optimizer and the gradient clip are built over one list, taken
+    from a tuple of networks that leaves the reward head out. The edit names the head in that
+    tuple, so that the clip holds it too (a parameter group would leave it out of the clip),
+    though the step switches the world model off and back on each iteration: a flag restored
+    is no tensor made after the optimizer was built."""
+    script = SCRIPTS / "dreamer_reward_left_out.py"
+    code, report = audit(tmp_path, script)
+    assert code == 1
+    (found,) = failures(report)
+    assert found["kind"] == "unstepped"
+    assert found["names"] == ["reward_model.weight", "reward_model.bias"]
+    (edit,) = found["edits"]
+    assert (edit["start"][0], edit["old"], edit["new"]) == (
+        _line(script, "model_params = ["), "decoder", "decoder, reward_model")
+
+
 PAIRS = [("clip_temperature.py", "clip_temperature_plain.py"),
          ("convnext_groups.py", "convnext_groups_backbone_only.py"),
          ("baseline_pp.py", "baseline_pp_classifier_left_out.py"),
          ("resmlp_layerscale.py", "resmlp_layerscale_plain.py"),
          ("gpt_no_decay_groups.py", "gpt_no_decay_group_dropped.py"),
-         ("curl_bilinear.py", "curl_bilinear_plain.py")]
+         ("curl_bilinear.py", "curl_bilinear_plain.py"),
+         ("dreamer_world_model.py", "dreamer_reward_left_out.py")]
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import itertools
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -37,8 +38,9 @@ from toolkit.audit.record.syntax import (
 __all__ = ["apply_to_text", "as_parameter", "backward_inputs", "built_over_each",
            "call_under_no_grad", "cut_argument", "detach_call", "detach_expression",
            "detach_undone", "diff", "edit_at", "edited_texts", "empty_with", "import_edit",
-           "insert_after", "insert_before", "listed_with", "move_before", "node_edit",
-           "parameters_from", "remove_detach", "replace_parameters", "widen", "write_edits"]
+           "insert_after", "insert_before", "listed_module", "listed_with", "move_before",
+           "node_edit", "parameters_from", "remove_detach", "replace_parameters", "widen",
+           "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -274,12 +276,10 @@ def built_over_each(path: str, line: int, container: str) -> Edit | None:
     return node_edit(path, walk.iter, container)
 
 
-def listed_with(path: str, line: int, extra: str) -> Edit | None:
-    """The list of tensors an optimizer is built over, written with ``extra`` as its last
-    item: the first argument of the call on ``line`` when it is a list or tuple literal
-    (``Adam([*actor.parameters(), *critic.parameters()])``), or the literal last assigned to
-    the name it is (``params = [...]`` before ``RMSprop(params, ...)``, in its block). ``None``
-    for anything else, and for a list of parameter groups (dicts)."""
+def _listed(path: str, line: int) -> tuple[ast.expr, str] | None:
+    """The first argument of the optimizer's call on ``line``, or the value last assigned to
+    the name it is (``params = ...`` before ``RMSprop(params, ...)``, in its file), with the
+    file's text."""
     found = statement_at(path, line)
     parsed = syntax_tree(path)
     if found is None or parsed is None:
@@ -287,17 +287,91 @@ def listed_with(path: str, line: int, extra: str) -> Edit | None:
     value = getattr(found[0], "value", None)
     if not isinstance(value, ast.Call) or not value.args:
         return None
-    listed = value.args[0]
+    listed: ast.expr | None = value.args[0]
     if isinstance(listed, ast.Name):
+        name = listed.id
         bound = [st.value for st in ast.walk(parsed[0]) if isinstance(st, ast.Assign)
                  and st.lineno < line and len(st.targets) == 1
-                 and isinstance(st.targets[0], ast.Name) and st.targets[0].id == listed.id]
+                 and isinstance(st.targets[0], ast.Name) and st.targets[0].id == name]
         listed = max(bound, key=lambda v: v.lineno) if bound else None
+    return (listed, parsed[1]) if listed is not None else None
+
+
+def listed_with(path: str, line: int, extra: str) -> Edit | None:
+    """The list of tensors an optimizer is built over, written with ``extra`` as its last
+    item: the first argument of the call on ``line`` when it is a list or tuple literal
+    (``Adam([*actor.parameters(), *critic.parameters()])``), or the literal last assigned to
+    the name it is (``params = [...]`` before ``RMSprop(params, ...)``, in its block). ``None``
+    for anything else, and for a list of parameter groups (dicts)."""
+    found = _listed(path, line)
+    if found is None:
+        return None
+    listed, text = found
     if not isinstance(listed, ast.List | ast.Tuple) or not listed.elts or \
             any(isinstance(e, ast.Dict) for e in listed.elts):
         return None
     last = listed.elts[-1]
-    return node_edit(path, last, f"{segment(parsed[1], last)}, {extra}")
+    return node_edit(path, last, f"{segment(text, last)}, {extra}")
+
+
+def _parameters_of(node: ast.expr) -> ast.expr | None:
+    """``x`` of ``x.parameters()``, else ``None``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "parameters" and not node.args:
+        return node.func.value
+    return None
+
+
+def listed_module(path: str, line: int, module: str) -> Edit | None:
+    """The tensors an optimizer is built over (its call on ``line``, or the name's last
+    assignment before it: :func:`_listed`), taken from several networks, written with the
+    network ``module`` too, in the form the script lists the others: the modules a
+    comprehension walks (``[p for m in (encoder, rssm, decoder) for p in m.parameters()]``,
+    ``(..., reward_model)``), the unpacked ``[*a.parameters(), *b.parameters()]``, the sum
+    ``list(a.parameters()) + list(b.parameters())`` or ``itertools.chain(a.parameters(),
+    ...)``. Every reader of that list (a ``clip_grad_norm_`` over it) then holds it too.
+    ``None`` for anything else."""
+    found = _listed(path, line)
+    if found is None:
+        return None
+    listed, text = found
+    if isinstance(listed, ast.Call) and isinstance(listed.func, ast.Name) and \
+            listed.func.id in ("list", "tuple") and len(listed.args) == 1 and \
+            isinstance(listed.args[0], ast.ListComp | ast.GeneratorExp):
+        listed = listed.args[0]
+    if isinstance(listed, ast.ListComp | ast.GeneratorExp):
+        walks = listed.generators
+        for outer, inner in itertools.pairwise(walks):
+            if isinstance(outer.target, ast.Name) and \
+                    isinstance(outer.iter, ast.List | ast.Tuple) and outer.iter.elts and \
+                    isinstance(of := _parameters_of(inner.iter), ast.Name) and \
+                    of.id == outer.target.id:
+                last = outer.iter.elts[-1]
+                return node_edit(path, last, f"{segment(text, last)}, {module}")
+        return None
+    if isinstance(listed, ast.List | ast.Tuple) and len(listed.elts) > 1 and all(
+            isinstance(e, ast.Starred) and _parameters_of(e.value) is not None
+            for e in listed.elts):
+        last = listed.elts[-1]
+        return node_edit(path, last, f"{segment(text, last)}, *{module}.parameters()")
+    if isinstance(listed, ast.BinOp) and isinstance(listed.op, ast.Add):
+        terms, node = [], listed
+        while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            terms.append(node.right)
+            node = node.left
+        terms.append(node)
+        if all(isinstance(t, ast.Call) and isinstance(t.func, ast.Name)
+               and t.func.id == "list" and len(t.args) == 1
+               and _parameters_of(t.args[0]) is not None for t in terms):
+            return node_edit(path, listed,
+                             f"{segment(text, listed)} + list({module}.parameters())")
+        return None
+    if isinstance(listed, ast.Call) and segment(text, listed.func).split(".")[-1] == "chain" \
+            and len(listed.args) > 1 and all(_parameters_of(a) is not None
+                                             for a in listed.args):
+        last = listed.args[-1]
+        return node_edit(path, last, f"{segment(text, last)}, {module}.parameters()")
+    return None
 
 
 def widen(path: str, line: int, part: str, whole: str) -> Edit | None:

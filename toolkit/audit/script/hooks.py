@@ -237,11 +237,14 @@ def installed(watch: Watch) -> Iterator[Watch]:
 
     def requires_grad(old):
         # a leaf the script makes trainable: a new tensor in place of one an optimizer holds?
-        # one it freezes: where (a freeze under a condition on the run's progress)
+        # (not a parameter switched back on after a freeze, as Dreamer's world model is after
+        # imagination: it was made where nn.Parameter made it) one it freezes: where (a
+        # freeze under a condition on the run's progress)
         @functools.wraps(old)
         def wrapper(self, requires_grad=True):
             out = old(self, requires_grad)
-            if requires_grad and watch.optimizers and watch.here():
+            if requires_grad and not isinstance(self, nn.Parameter) and watch.optimizers \
+                    and watch.here():
                 watch.leaf_made(self)
             elif not requires_grad and watch.here():
                 watch.switched_off(self)

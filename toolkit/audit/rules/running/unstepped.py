@@ -198,6 +198,10 @@ def end_of_iteration(w: WatchState) -> None:
             later = _made_after(w, opts[0], added, built)
             e = _widened(w.fixes, opt, module, name, set(keys), built) if later is None \
                 else None
+            if e is None and later is None and len(added) == sum(1 for _ in module.parameters()):
+                # the list it is built over, taken from several networks, with this one too:
+                # whatever else reads that list (a clip over it) holds it then
+                e = w.fixes.listed_module(built.path, built.line, name)
             if e is None:
                 params = _parameters_text(module, name, set(keys))
                 e = w.fixes.insert_after(built.path, later or built.line,
