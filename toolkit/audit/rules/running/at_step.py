@@ -651,6 +651,18 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         name = names.get(id(frozen[0][1]))
     fix = (w.fixes.unfreeze_before(site.path, name, site.line)
            if site is not None and name else None)
+    if fresh:
+        # made for this phase and frozen by a line of the script's that freezes exactly them
+        # (latent diffusion's class embedder, ``requires_grad_(False)`` beside the frozen
+        # autoencoder's): that line taken away, the cause, not a switch back on after it
+        ids = {id(p) for _, p in frozen}
+        removed = next((e for lines, off in reversed(list(w.switching.items()))
+                        if lines and off == ids for path, line in lines
+                        if (e := w.fixes.freeze_removed(path, line)) is not None), None)
+        if removed is not None:
+            fix = (removed.line, removed)
+            if owner is not None and name:   # the advice names the part frozen
+                name = _holding(owner, name, ids) or name
     if fix is None and (partly or never_on) and site is not None and owner is not None \
             and name:
         # the script switched some of them back on for this phase and left the rest off
