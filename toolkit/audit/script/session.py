@@ -409,7 +409,12 @@ class Watch(ModuleCalls, GradientAccess):
                 first = self.iteration + 1
                 self.new_loops.update(range(first, first + (1 if self.every else self.steps)))
                 self.last_audited = max(self.last_audited, max(self.new_loops))
-                self.loop_began = self.events + 1
+                if self.loop_began_in != self.iteration:
+                    # the loop's first backward(), not a later one of its first pass (ADDA's
+                    # target loss after its critic's, each at a line not seen before): the
+                    # steps between them are the new loop's
+                    self.loop_began = self.events + 1
+                    self.loop_began_in = self.iteration
                 self._want_recording_hooks()
         self.events += 1
         self.site_events[key] = self.events

@@ -262,6 +262,7 @@ class WatchState:
         self.feeds_trained: set[int] = set()    # modules whose no_grad output a network reads
         self.new_loops: set[int] = set()
         self.loop_began = 0   # the event at which the latest loop's first backward() came
+        self.loop_began_in = 0   # and the iteration it came in
         # dead findings wait for the next step: a tensor the script then moved itself (an EMA
         # or momentum copy) is not trained by its optimizer on purpose (see _settle)
         self.pending_dead: list[tuple[ScriptFinding, list[tuple[torch.Tensor, torch.Tensor]]]] = []
