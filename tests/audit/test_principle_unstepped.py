@@ -28,6 +28,16 @@ from pathlib import Path
 import pytest
 from script_audit import SCRIPTS, applied, assert_trains_as, audit, failures, project, recorded
 
+from toolkit.audit.cli import main
+from toolkit.audit.verify.rerun import load_record
+
+
+def recorded_with_proof(into: Path, script: Path) -> tuple[int, dict]:
+    """``toolkit audit --record INTO SCRIPT`` in this process, each edit verified: its exit
+    status and report."""
+    code = main(["--record", str(into), str(script)])
+    return code, load_record(str(into))[0]
+
 
 def _line(script: Path, text: str) -> int:
     lines = script.read_text().splitlines()
@@ -76,6 +86,32 @@ def test_a_plain_tensor_of_a_module_an_agent_holds_is_made_a_parameter(tmp_path)
     assert found["at"][0].startswith(f"curl_bilinear_plain.py:{line}:")
     (edit,) = found["edits"]
     assert (edit["start"][0], edit["new"]) == (line, "nn.Parameter(torch.rand(z_dim, z_dim))")
+
+
+@pytest.mark.slow
+def test_the_parameter_edit_is_verified_beside_a_failure_whose_keys_it_moves(tmp_path):
+    """CURL as published steps its encoder twice, by the encoder's optimizer and by the one
+    over ``CURL.parameters()`` (a failure of its own, ``shared``). Making ``W`` a parameter puts
+    it first in that optimizer's list, which moves the keys of the encoder's tensors there:
+    the rerun's ``shared`` finding is the same failure, matched by the tensors' names, and
+    the edit is verified."""
+    text = (SCRIPTS / "curl_bilinear_plain.py").read_text()
+    text = text.replace(
+        "        self.cpc_optimizer = torch.optim.Adam(self.curl.parameters(), lr=1e-2)\n",
+        "        self.cpc_optimizer = torch.optim.Adam(self.curl.parameters(), lr=1e-2)\n"
+        "        self.encoder_optimizer = torch.optim.Adam(self.encoder.parameters(), lr=1e-2)\n")
+    text = text.replace("        self.cpc_optimizer.step()\n",
+                        "        self.encoder_optimizer.step()\n"
+                        "        self.cpc_optimizer.step()\n")
+    script = tmp_path / "proj" / "train.py"
+    script.parent.mkdir()
+    script.write_text(text)
+    code, report = recorded_with_proof(tmp_path / "record", script)
+    assert code == 1
+    kinds = {f["kind"]: f for f in failures(report)}
+    assert set(kinds) == {"shared", "unstepped"}
+    assert kinds["unstepped"]["names"] == ["agent.curl.W"]
+    assert kinds["unstepped"]["verified"] is True, kinds["unstepped"]["why_not"]
 
 
 def test_a_plain_tensor_an_optimizer_lists_is_no_finding(tmp_path):
