@@ -237,9 +237,9 @@ def installed(watch: Watch) -> Iterator[Watch]:
 
     def requires_grad(old):
         # a leaf the script makes trainable: a new tensor in place of one an optimizer holds?
-        # (not a parameter switched back on after a freeze, as Dreamer's world model is after
-        # imagination: it was made where nn.Parameter made it) one it freezes: where (a
-        # freeze under a condition on the run's progress)
+        # (a parameter switched back on after a freeze, as Dreamer's world model is after
+        # imagination, is none: it was made where nn.Parameter made it); one it freezes:
+        # where (a freeze under a condition on the run's progress)
         @functools.wraps(old)
         def wrapper(self, requires_grad=True):
             out = old(self, requires_grad)

@@ -649,13 +649,13 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     name = w.roots[id(owner)][1] if owner is not None else None
     if owner is None and len(frozen) == 1:   # a leaf of its own (synthetic images)
         name = names.get(id(frozen[0][1]))
+    ids = {id(p) for _, p in frozen}
     fix = (w.fixes.unfreeze_before(site.path, name, site.line)
            if site is not None and name else None)
     if fresh:
         # made for this phase and frozen by a line of the script's that freezes exactly them
         # (latent diffusion's class embedder, ``requires_grad_(False)`` beside the frozen
         # autoencoder's): that line taken away, the cause, not a switch back on after it
-        ids = {id(p) for _, p in frozen}
         removed = next((e for lines, off in reversed(list(w.switching.items()))
                         if lines and off == ids for path, line in lines
                         if (e := w.fixes.freeze_removed(path, line)) is not None), None)
@@ -669,7 +669,7 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
         # (``model.heads.requires_grad_(True)`` for ``model.requires_grad_(True)``), or none
         # was ever on: those off switched on before the phase's loop, by the submodule that
         # holds exactly them
-        part = _holding(owner, name, {id(p) for _, p in frozen})
+        part = _holding(owner, name, ids)
         if part is None and len(frozen) == 1:   # one tensor of its module: by its own name
             part = next((name + S.attribute_path(n) for n, q in owner.named_parameters()
                          if q is frozen[0][1]), None)
@@ -689,7 +689,6 @@ def frozen(w: WatchState, index: int, opt: torch.optim.Optimizer, site: Site | N
     if fix is None and site is not None:
         # frozen where the script switches others back on after it (a test's freeze of two
         # networks, one switched back on): this one switched on there too
-        ids = {id(p) for _, p in frozen}
         # or, where the freezing call's block steps an optimizer after it (TD-MPC's Q networks
         # frozen for the policy's loss), switched on after that step: by each of the
         # script's lines that made the freeze, the innermost first
