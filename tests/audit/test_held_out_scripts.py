@@ -59,8 +59,9 @@ HERE = Path(__file__).parent
 # and a thirteenth to a twenty-sixth (the same), each before the rules its predecessor's misses
 # asked for, a twenty-seventh written after the rules the twenty-sixth's misses asked for,
 # a twenty-eighth written after the rules the twenty-seventh's misses asked for, a
-# twenty-ninth written after the rules the twenty-eighth's misses asked for, and a thirtieth
-# written after the rules the twenty-ninth's misses asked for.
+# twenty-ninth written after the rules the twenty-eighth's misses asked for, a thirtieth
+# written after the rules the twenty-ninth's misses asked for, and a thirty-first written after
+# the rules the thirtieth's misses asked for.
 FOLDERS = {name: HERE / name
            for name in ("held_out_scripts", "held_out_scripts_b", "held_out_scripts_c",
                         "held_out_scripts_d", "held_out_scripts_e", "held_out_scripts_f",
@@ -73,14 +74,15 @@ FOLDERS = {name: HERE / name
                         "held_out_scripts_v", "held_out_scripts_w",
                         "held_out_scripts_x", "held_out_scripts_y", "held_out_scripts_z",
                         "held_out_scripts_aa", "held_out_scripts_ab",
-                        "held_out_scripts_ac", "held_out_scripts_ad")}
+                        "held_out_scripts_ac", "held_out_scripts_ad",
+                        "held_out_scripts_ae")}
 # The least each batch holds: (scripts, fields); the third batch is eight fields of two scripts,
 # the fourth eleven, the fifth twelve (two of them with two bug twins), the sixth twelve (five of
 # them with two bug twins), the seventh twelve (four of them with two bug twins), the eighth
 # twelve (six of them with two bug twins), the ninth twelve (eight of them with two bug twins),
 # the tenth twelve (nine of them with two bug twins), the eleventh twelve (eleven of them with
 # two bug twins), the twelfth twelve (eleven of them with two bug twins), the thirteenth twelve
-# (eleven of them with two bug twins), the fourteenth to the thirtieth twelve (each with
+# (eleven of them with two bug twins), the fourteenth to the thirty-first twelve (each with
 # two bug twins).
 SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
          "held_out_scripts_c": (16, 8), "held_out_scripts_d": (22, 11),
@@ -97,7 +99,7 @@ SIZES = {"held_out_scripts": (20, 10), "held_out_scripts_b": (20, 10),
          "held_out_scripts_y": (36, 12), "held_out_scripts_z": (36, 12),
          "held_out_scripts_aa": (36, 12),
          "held_out_scripts_ab": (36, 12), "held_out_scripts_ac": (36, 12),
-         "held_out_scripts_ad": (36, 12)}
+         "held_out_scripts_ad": (36, 12), "held_out_scripts_ae": (36, 12)}
 MANIFESTS = {name: tomllib.loads((folder / "cases.toml").read_text(encoding="utf-8"))
              for name, folder in FOLDERS.items()}
 CLEAN = {name: [entry["script"] for entry in m["clean"]] for name, m in MANIFESTS.items()}
