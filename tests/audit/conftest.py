@@ -14,13 +14,6 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
 
 _FREEZE = "held out blind (2e7595c): "
 
-#: why the cases of a teacher aliased and read through a write still fail (held out after the
-#: thirty-first batch's iCaRL)
-_MERGED = ("held out (iCaRL, 31st batch): named, but a phase's passes with an optimizer of its "
-           "own count as one iteration: Watch.backward stores the site's optimizers under the "
-           "key of a loop over constants and leaves, not under the site's, so the site's "
-           "optimizer is the first phase's, and the edit's rerun differs inside that iteration")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -44,13 +37,7 @@ _NOT_YET: dict[str, str] = {
     "found_and_copied[setitem]":
         "held out (iCaRL, 31st batch): a constant written into another tensor by "
         "`targets[:, :k] = q` is not followed (the write returns nothing), so no loss is fed "
-        "the teacher's output and the alias is not found; then as the next",
-    "test_alias_read_through_a_write.py::test_a_teacher_aliased_and_read_through_a_write_is_"
-    "found_and_copied[copy_]":
-        _MERGED,
-    "test_alias_read_through_a_write.py::test_each_pass_of_a_phase_with_an_optimizer_of_its_own"
-    "_is_an_iteration":
-        _MERGED,
+        "the teacher's output and the alias is not found",
 }
 
 

@@ -397,6 +397,8 @@ class Watch(ModuleCalls, GradientAccess):
         key = self._stack_key(frame)
         if self._body_ran(key):
             self._new_iteration()
+        if not self.site_events:
+            self.first_site = key
         if self.done():
             self.staged.close()
             self.stopped = True
@@ -443,11 +445,11 @@ class Watch(ModuleCalls, GradientAccess):
         searched = StepGraph(ShortestPaths(outputs)) if outputs else None
         self._judge(tensors, graph.leaves, caller, site, searched)
         hard.reached(self, graph, site)
-        for key in self.constants.fed(graph.nodes):
-            if isinstance(key, drawn.Drawn):
-                drawn.fed(self, key, site)
+        for made in self.constants.fed(graph.nodes):
+            if isinstance(made, drawn.Drawn):
+                drawn.fed(self, made, site)
             else:
-                self.fed_constants.setdefault(key, (self.iteration, self.step_events))
+                self.fed_constants.setdefault(made, (self.iteration, self.step_events))
         carried.fed_back(self, tensors, site)
         recycled.recycled(self, tensors, site)
         held = self.stepped_map()
@@ -462,13 +464,13 @@ class Watch(ModuleCalls, GradientAccess):
         # between the loss and stepped tensors, or in a term of the loss beside them
         besides = beside(graph, held)
         self.beside.update(besides)
-        for key, optimizers in [*between(graph, held).items(), *besides.items()]:
+        for leaf, optimizers in [*between(graph, held).items(), *besides.items()]:
             node = None if untargeted is None or searched is None else \
-                searched.search.leaf_node.get(key)
+                searched.search.leaf_node.get(leaf)
             if node is not None and node not in untargeted:
-                self.target_side.add(key)  # through a target alone: work in vain, not left out
+                self.target_side.add(leaf)  # through a target alone: work in vain, not left out
                 continue
-            self.between.setdefault(key, set()).update(optimizers)
+            self.between.setdefault(leaf, set()).update(optimizers)
         leaves = graph.leaves
         kept_out: set[int] = set()
         if inputs is not None:
@@ -502,20 +504,23 @@ class Watch(ModuleCalls, GradientAccess):
         return source, leaves, self.ledger.snapshot(leaves), Reversals(graph)
 
     def _body_ran(self, key: tuple) -> bool:
-        """Whether the loop's body ran once before this ``backward()`` at site ``key``: the site
-        is back after a step of an optimizer holding tensors it writes (another optimizer's
+        """Whether the loop's body ran once before this ``backward()`` at site ``key``. The
+        iteration's first site (the pass's first loss) back after any step begins the next
+        pass, whichever optimizer stepped (an actor's every other pass, or a new optimizer a
+        new phase builds over the same network). Another site begins one only when an
+        optimizer holding tensors it writes stepped since its last call: another optimizer's
         step between two backward() calls of one pass, the discriminator's before the
-        generator's loss, begins nothing: with gradient accumulation the generator's site
-        comes back after it while its own window goes on); in a script that steps no torch
-        optimizer (weights updated by hand), back at all."""
+        generator's loss, begins nothing (with gradient accumulation the generator's site
+        comes back after it while its own window goes on). In a script that steps no torch
+        optimizer (weights updated by hand), a site back at all begins one."""
         last = self.site_events.get(key)
         if last is None:
             return False
         if not self.optimizers:
             return True
         mine = self.site_optimizers.get(key)
-        if not mine:   # not audited yet, or it writes no tensor an optimizer holds
-            return last < self.last_step_event
+        if key == self.first_site or not mine:   # or not audited yet, or it writes no tensor
+            return last < self.last_step_event  # an optimizer holds
         return any(self.optimizer_stepped.get(i, -1) > last for i in mine)
 
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,

@@ -166,6 +166,8 @@ class WatchState:
         # (``backward(inputs=...)``): what later ones of the iteration share of their graph
         self.kept_to: list[Source] = []
         self.site_events: dict[tuple, int] = {}
+        # the site of this iteration's first backward(): the pass's first loss
+        self.first_site: tuple | None = None
         # each backward() site (audited once) -> the optimizers holding tensors it writes; each
         # optimizer's index -> the event of its last step
         self.site_optimizers: dict[tuple, frozenset[int]] = {}
