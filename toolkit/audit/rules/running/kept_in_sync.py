@@ -107,6 +107,11 @@ class Constants(TorchFunctionMode):
         if not keys:
             return out
         outs = tensors_in(out)
+        if func is torch.Tensor.__setitem__ and isinstance(args[0], torch.Tensor) and \
+                args[0].grad_fn is None and not args[0].requires_grad:
+            # written in place, without a graph (``targets[:, :k] = q``): the tensor written
+            # holds the constant as its own (the write returns nothing)
+            outs = [args[0]]
         graphed = [t for t in ins if t.grad_fn is not None or t.requires_grad]
         node = next((t.grad_fn for t in outs if t.grad_fn is not None), None)
         if graphed and node is not None:
