@@ -14,13 +14,6 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
 
 _FREEZE = "held out blind (2e7595c): "
 
-#: why a part a later phase switches off is still called dead (held out after the thirty-first
-#: batch's wav2vec 2.0)
-_SWITCHED = ("held out (wav2vec 2.0, 31st batch): the dead rule reads a no_grad branch of the "
-             "script's own switch, whose other branch trained the part in the first phase, as a "
-             "cut that begins late; and a freeze of the whole trunk that ends is reported for "
-             "the tensors it shares with that part")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -40,11 +33,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_cut_keys_blind.py::test_the_edit_is_verified_and_trains_as_the_published_script"
     "[clip-text-tower-detached]":
         _TWO_TOWERS,
-    "test_switched_freeze.py::test_a_part_a_later_phase_switches_off_is_information[at-once]":
-        _SWITCHED,
-    "test_switched_freeze.py::test_a_part_a_later_phase_switches_off_is_information"
-    "[after-a-freeze-that-ends]":
-        _SWITCHED,
 }
 
 

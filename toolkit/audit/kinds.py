@@ -115,6 +115,10 @@ class Kind(enum.StrEnum):
     UNUSED = "unused", False, ("stepped, no gradient, of a module whose forward ran with a graph "
                                "no loss read, while the step trained the optimizer's other "
                                "tensors (an output the method leaves out)")
+    SWITCHED_OFF = "switched_off", False, ("stepped, no gradient, cut by a no_grad branch of "
+                                           "the script's own switch whose other branch, "
+                                           "making the same call with a graph, trained them "
+                                           "earlier in the run (a part a later phase freezes)")
 
 
 #: the kinds that are failures; every other kind is information
@@ -130,7 +134,7 @@ SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.TRUNCATED,
     Kind.UNCLIPPED, Kind.WASTED,
     Kind.HAND_UPDATED,
-    Kind.IDLE, Kind.UNUSED})
+    Kind.IDLE, Kind.UNUSED, Kind.SWITCHED_OFF})
 
 
 class Proof(enum.StrEnum):

@@ -5,6 +5,7 @@ is evaluated; each file is parsed once per text, as :mod:`toolkit.audit.files` f
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import itertools
 import os
@@ -44,6 +45,7 @@ __all__ = [
     "statement_text",
     "step_left_out",
     "switch_of",
+    "switched_branch",
     "syntax_tree",
     "unread_cut",
 ]
@@ -385,6 +387,60 @@ def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:
     found = _innermost(tree, line, lambda n: n.body[0].lineno if isinstance(n, ast.With)
                        and any(_is_no_grad(i) for i in n.items) else None)
     return found if isinstance(found, ast.With) else None
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from (``self`` for ``self.encoder.body``)."""
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def switched_branch(path: str, line: int) -> int | None:
+    """Where ``line``, an assignment under ``with torch.no_grad():``, lies in one branch of an
+    ``if`` whose other branch assigns the same names from a call of the same callable outside
+    any such block, the line of that assignment: a value the script computes with or without a
+    graph by a setting (fairseq's ``Wav2Vec2Model.forward``: ``if self.feature_grad_mult > 0:
+    features = self.feature_extractor(source)``, ``else:`` the same line under ``no_grad``).
+    ``None`` otherwise. Callables are the script's own (a network, a method), not a library's
+    function or a builtin (``int``, ``F.relu``)."""
+    found = syntax_tree(path)
+    if found is None:
+        return None
+    tree, text = found
+    block = no_grad_block(tree, line)
+    if block is None:
+        return None
+    library = set(dir(builtins)) | {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                                    if isinstance(n, ast.Import | ast.ImportFrom)
+                                    for a in n.names}
+
+    def made(st: ast.stmt) -> tuple[str, set[str]] | None:
+        """An assignment's targets, and the script's callables its value calls."""
+        if not isinstance(st, ast.Assign):
+            return None
+        calls = {segment(text, c.func) for c in ast.walk(st.value) if isinstance(c, ast.Call)
+                 and _root_name(c.func) not in library}
+        return (" ".join(segment(text, t) for t in st.targets), calls) if calls else None
+
+    cut = [m for st in block.body if st.lineno <= line <= (st.end_lineno or st.lineno)
+           if (m := made(st)) is not None]
+    if not cut:
+        return None
+
+    def span(body: list[ast.stmt]) -> tuple[int, int]:
+        return body[0].lineno, body[-1].end_lineno or body[-1].lineno
+
+    around = [(n, n.orelse if span(n.body)[0] <= block.lineno <= span(n.body)[1] else n.body)
+              for n in ast.walk(tree) if isinstance(n, ast.If) and n.orelse and any(
+                  span(b)[0] <= block.lineno <= span(b)[1] for b in (n.body, n.orelse))]
+    if not around:
+        return None
+    _, other = max(around, key=lambda pair: pair[0].lineno)
+    return next((st.lineno for top in other for st in ast.walk(top)
+                 if isinstance(st, ast.stmt) and (m := made(st)) is not None
+                 and any(m[0] == names and m[1] & calls for names, calls in cut)
+                 and no_grad_block(tree, st.lineno) is None), None)
 
 
 def _innermost(tree: ast.AST, line: int, start: Callable[[ast.AST], int | None]

@@ -150,6 +150,8 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
         _kind, cut = g[0], g[1]
         if cut is not None:
             cut_site, cut_what, edit, mid_forward = cut
+            if _switched_off(w, index, site, cut, hit, keys, shown):
+                continue
             # with the values the cut makes, as the script names them (not a name the
             # script's frames hold with a graph: a loss made with the cut value)
             made = sorted(n for line in (S.block_body(cut_site.path, cut_site.line)
@@ -185,6 +187,35 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                     # whether the losses trained others of the tensors this optimizer steps
                     "others_trained": any(w.ledger.live.get(id(p)) for _, p in stepped),
                     **({"misplaced": index} if misplaced else {})}))
+
+
+def _switched_off(w: WatchState, index: int, site: Site | None, cut: tuple,
+                  hit: list[tuple[str, torch.Tensor]], keys: tuple, shown: tuple) -> bool:
+    """Whether the cut that keeps ``hit`` from the losses is the ``no_grad`` branch of a
+    switch of the script's own whose other branch makes the same call with a graph
+    (:func:`~toolkit.audit.record.syntax.switched_branch`), and a loss trained each of them
+    in an earlier iteration: the script shows both, and which one a phase takes is a setting
+    of the method (fairseq's fine-tuning sets ``feature_grad_mult = 0``, and its feature
+    encoder runs under ``no_grad`` while the fine-tuning optimizer holds it). Then the
+    tensors are reported as held for nothing (``switched_off``, information)."""
+    cut_site, cut_what = cut[0], cut[1]
+    other = S.switched_branch(cut_site.path, cut_site.line) if cut_site.path else None
+    if other is None or not all(w.reached_in.get(id(p), (w.iteration,))[0] < w.iteration
+                                for _, p in hit):
+        return False
+    w.cut_by_switch.update(id(p) for _, p in hit)
+    w.add(ScriptFinding(
+        "switched_off", w.iteration,
+        f"{len(hit)} tensors {w.optimizer_text(index, site) or 'an optimizer'} steps get no "
+        f"gradient: {cut_what} at {cut_site} keeps them from every loss, and the other branch "
+        f"of the script's switch, at line {other}, makes the same call with a graph, which "
+        f"trained them earlier in the run (a part this phase freezes): the optimizer holds "
+        f"them for nothing here", keys, shown,
+        (cut_site.shown(),) + ((site.shown(),) if site else ()),
+        advice="leave them out of this phase's optimizer if the freeze is meant; take the "
+               "branch that trains them if this phase is meant to train them",
+        step=w.step_events - 1))
+    return True
 
 
 def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
@@ -368,7 +399,14 @@ def _now_and_then(w: WatchState) -> None:
         first[key] = min(first.get(key, finding.iteration), finding.iteration)
     for finding, tensors in w.pending_reached:
         since = first[tuple(sorted(tensors))]
-        if not all(w.reached_in.get(t, (0, -1))[1] > since for t in tensors):
+        left = {t for t in tensors if w.reached_in.get(t, (0, -1))[1] <= since}
+        # those a later cut keeps from the losses, each found at its own line (a freeze of a
+        # whole trunk for a phase's first updates, ended, over a part the phase keeps cut):
+        # that cut is the finding
+        later = {t for other, ts in w.pending_reached
+                 if other.iteration > finding.iteration and other.at != finding.at
+                 for t in ts} | w.cut_by_switch
+        if left and not left <= later:
             w.add(finding)
     w.pending_reached = []
 

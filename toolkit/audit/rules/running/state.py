@@ -374,6 +374,9 @@ class WatchState:
         self.no_grad_calls: list[tuple[nn.Module, Site, list[tuple[str, int]], list, int]] = []
         # the cuts taken as meant, by site (see :mod:`~toolkit.audit.rules.running.meant`)
         self.meant: dict[Site, str] = {}
+        # tensors a phase keeps cut by the no_grad branch of the script's own switch, by id
+        # (see :mod:`~toolkit.audit.rules.running.dead`)
+        self.cut_by_switch: set[int] = set()
         self.clears: list[tuple[Site, set[int]]] = []
         self.prev_audited = False
         self._cleared_sources: set[Source] = set()
