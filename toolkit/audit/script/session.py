@@ -52,6 +52,7 @@ from torch import nn
 
 from toolkit.audit.fixes import running as running_fixes
 from toolkit.audit.record import calls as record_calls
+from toolkit.audit.record import syntax as S
 from toolkit.audit.record.backward import (
     beside,
     between,
@@ -141,6 +142,10 @@ class _StackKeys:
             code, self._by_value.setdefault(code, len(self._by_value)),
             os.path.abspath(name) in _TRANSPARENT, is_user(name), {})
         return entry
+
+    def code(self, number: int) -> CodeType | None:
+        """The code numbered ``number`` by :meth:`__call__`."""
+        return next((c for c, n in self._by_value.items() if n == number), None)
 
     def __call__(self, frame: FrameType | None) -> tuple[int, ...]:
         """The key of the stack from ``frame`` outwards, to the frame that runs the script."""
@@ -395,7 +400,8 @@ class Watch(ModuleCalls, GradientAccess):
         self.staged.pause()
         frame = sys._getframe(2)
         key = self._stack_key(frame)
-        if self._body_ran(key):
+        began = key not in self.sites_seen and self._loop_began(key)
+        if began or self._body_ran(key):
             self._new_iteration()
         if not self.site_events:
             self.first_site = key
@@ -408,7 +414,7 @@ class Watch(ModuleCalls, GradientAccess):
             if self.iteration > 0:
                 # a new loop (a main loop after a warm-up): its first whole iterations are
                 # audited, one when watching, else as many as the first loop's
-                first = self.iteration + 1
+                first = self.iteration + (0 if began else 1)
                 self.new_loops.update(range(first, first + (1 if self.every else self.steps)))
                 self.last_audited = max(self.last_audited, max(self.new_loops))
                 if self.loop_began_in != self.iteration:
@@ -522,6 +528,36 @@ class Watch(ModuleCalls, GradientAccess):
         if key == self.first_site or not mine:   # or not audited yet, or it writes no tensor
             return last < self.last_step_event  # an optimizer holds
         return any(self.optimizer_stepped.get(i, -1) > last for i in mine)
+
+    def _loop_began(self, key: tuple) -> bool:
+        """Whether the ``backward()`` at site ``key``, not seen before, is the first of a loop
+        other than the one whose pass the iteration's first site began, after a step since
+        that site's last call (a main loop's first pass after its warm-up's last: a pass of
+        its own, not the end of the warm-up's). The first site's loop is the innermost one
+        around its stack's lines, from its own frame outwards: a loop the two stacks share
+        (one pass's backward() calls in a method the loop calls) holds both, and one below the
+        frame where they part, or at it without the new line, holds the first alone."""
+        first = self.first_site
+        if first is None or (self.optimizers and
+                             self.site_events.get(first, -1) >= self.last_step_event):
+            return False
+        outer_first = list(zip(first[-2::-2], first[-1::-2]))
+        outer_key = list(zip(key[-2::-2], key[-1::-2]))
+        parted = next((i for i, (a, b) in enumerate(zip(outer_first, outer_key, strict=False))
+                       if a != b), None)
+        if parted is None:
+            return False
+        for depth in range(len(outer_first) - 1, -1, -1):
+            code = self._stack_key.code(outer_first[depth][0])
+            loop = None if code is None else S.loop_around(code.co_filename,
+                                                           outer_first[depth][1])
+            if loop is None:
+                continue
+            if depth != parted:
+                return depth > parted
+            other = outer_key[parted]
+            return other[0] != outer_first[parted][0] or not loop[0] <= other[1] <= loop[1]
+        return False
 
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
                site, graph: StepGraph | None) -> None:
