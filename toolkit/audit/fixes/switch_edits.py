@@ -136,7 +136,10 @@ def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
     """For a network ``name`` that the file freezes (``requires_grad = False`` over its
     parameters) inside a loop that also runs ``line`` (its optimizer's step): the freezing
     statement's line, and ``name.requires_grad_(True)`` inserted at the top of that loop's
-    statement holding ``line``, so that every pass switches it back on before it trains."""
+    statement holding ``line``, so that every pass switches it back on before it trains. Where
+    that statement is the step itself (SAGAN's ``d_optimizer.step()`` in the loop's body,
+    after the backward() that should have trained them), at the top of the loop's body: the
+    network's forward for its own loss comes earlier in the pass."""
     parsed = syntax_tree(path)
     if parsed is None:
         return None
@@ -150,6 +153,8 @@ def unfreeze_before(path: str, name: str, line: int) -> tuple[int, Edit] | None:
         if freeze is None or holder is None or holder.lineno > freeze.lineno or \
                 holder.col_offset != len(indent_of(text, holder.lineno)):
             continue
+        if holder.lineno == line:
+            holder = loop.body[0]
         indent = indent_of(text, holder.lineno)
         statement = f"{name}.requires_grad_(True)"
         return freeze.lineno, edit_at(path, (holder.lineno, 0), (holder.lineno, 0),
