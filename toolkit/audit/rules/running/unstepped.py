@@ -60,14 +60,16 @@ def end_of_iteration(w: WatchState) -> None:
     replacing |= in_plain_containers(w, stepped.keys() | done)
     names = w.names()
     by_root: dict[int, list[int]] = {}
+    orphans: set[int] = set()   # of no network the script calls (a policy's own log_std)
     for key, live in w.ledger.live.items():
         if key in stepped or not live or key in replacing or key in done:
             continue
         owner = w.owner(key)
         if owner is None:
+            orphans.add(key)
             continue
         by_root.setdefault(id(owner), []).append(key)
-    for module, name, keys in _wholes(w, by_root, stepped):
+    for module, name, keys in _wholes(w, by_root, stepped, orphans):
         trained = any(id(p) in stepped for p in module.parameters())
         inside = [k for k in keys if k in w.between]
         srcs = {s for k in keys for s in w.ledger.live[k] if s.site is not None}
@@ -245,15 +247,17 @@ def _claimed(w: WatchState, wrong: int) -> tuple[str, ...]:
     return w.misplaced[wrong][1]
 
 
-def _wholes(w: WatchState, by_root: dict[int, list[int]],
-            stepped: dict[int, int]) -> list[tuple[nn.Module, str, list[int]]]:
+def _wholes(w: WatchState, by_root: dict[int, list[int]], stepped: dict[int, int],
+            orphans: set[int]) -> list[tuple[nn.Module, str, list[int]]]:
     """Each called network with its tensors no optimizer steps (``by_root``), parts of one
     network the script names, no tensor of which an optimizer steps, taken together as that
     network (an actor called through its methods, whose body and heads are what it calls:
     ``actor``, not ``self.body``, ``self.mean`` and ``self.log_std``). So are parts the script
     names only inside the network's methods (``self.critic``) of a network one optimizer
     steps the rest of (GAIL's PPO Adam over a list of the policy's actor and mean head:
-    ``policy``, its critic and ``log_std`` left out)."""
+    ``policy``, its critic and ``log_std`` left out). A network taken so brings with it its
+    own tensors of no called network among ``orphans`` (the policy's ``log_std``, read by its
+    ``distribution`` method: DAgger's optimizer built over the snapshot, not the policy)."""
     named = w._held_by_names()
     unstepped = {k for k, live in w.ledger.live.items() if live and k not in stepped}
 
@@ -272,6 +276,10 @@ def _wholes(w: WatchState, by_root: dict[int, list[int]],
         if whole is not None:
             module, name = whole
         out.setdefault(id(module), (module, name, []))[2].extend(keys)
+    for module, _, keys in out.values():
+        if not any(module is m for m, _ in w.called_networks()):
+            keys.extend(id(p) for p in module.parameters() if id(p) in orphans
+                        and id(p) not in keys)
     return list(out.values())
 
 
