@@ -202,6 +202,7 @@ class Watch(ModuleCalls, GradientAccess):
             self.last_step_seq = self.backward_seq
         self.steps_at_start = self.step_events
         self.start_seq[self.iteration] = self.last_step_seq
+        self.iteration_began[self.iteration] = self.last_step_event
         # what the new iteration did before its first backward() was recorded after the last
         # step (each record filtered only when it holds any: in an iteration not recorded,
         # none does)
@@ -400,7 +401,7 @@ class Watch(ModuleCalls, GradientAccess):
         self.staged.pause()
         frame = sys._getframe(2)
         key = self._stack_key(frame)
-        began = key not in self.sites_seen and self._loop_began(key)
+        began = key not in self.site_events and self._loop_began(key)
         if began or self._body_ran(key):
             self._new_iteration()
         if not self.site_events:
@@ -530,10 +531,11 @@ class Watch(ModuleCalls, GradientAccess):
         return any(self.optimizer_stepped.get(i, -1) > last for i in mine)
 
     def _loop_began(self, key: tuple) -> bool:
-        """Whether the ``backward()`` at site ``key``, not seen before, is the first of a loop
-        other than the one whose pass the iteration's first site began, after a step since
-        that site's last call (a main loop's first pass after its warm-up's last: a pass of
-        its own, not the end of the warm-up's). The first site's loop is the innermost one
+        """Whether the ``backward()`` at site ``key``, not seen in this iteration, is the first
+        of a loop other than the one whose pass the iteration's first site began, after a step
+        since that site's last call (a main loop's first pass after its warm-up's last: a pass
+        of its own, not the end of the warm-up's; or a loop that comes back, ENAS's shared
+        steps after its controller's, each epoch). The first site's loop is the innermost one
         around its stack's lines, from its own frame outwards: a loop the two stacks share
         (one pass's backward() calls in a method the loop calls) holds both, and one below the
         frame where they part, or at it without the new line, holds the first alone."""

@@ -413,8 +413,9 @@ def _now_and_then(w: WatchState) -> None:
 
 def _idle(w: WatchState) -> None:
     """Each dead finding with no cut, at the end: when no forward of the modules that hold its
-    tensors ran since their last step (before the step that found them) and each of them runs
-    at another time (in an iteration recorded, or its tensors stepped with a gradient at a
+    tensors ran since their last step (before the step that found them) in the step's own
+    iteration (a run under no_grad in an earlier iteration of another loop, ENAS's controller
+    scoring the shared network, is another time) and each of them runs at another time (in an iteration recorded, or its tensors stepped with a gradient at a
     step between those), they are a part another phase trains
     (pre-training's decoder while fine-tuning, the head while pre-training), held by this
     phase's optimizer for nothing: ``idle``, information. When each of those modules ran in
@@ -432,6 +433,10 @@ def _idle(w: WatchState) -> None:
     owners = parameter_modules(w)
     for finding, tensors in w.pending_idle:
         lo, hi = finding.extra["window"]
+        # a run of an earlier iteration in the window (another loop's evaluation under
+        # no_grad: ENAS's controller scoring the shared network) is another time; one of the
+        # step's own iteration is not
+        since = max(lo, w.iteration_began.get(finding.iteration, lo))
         held_by = {owners.get(t) for t in tensors}
         ran = {m: w.ran.get(m, set()) for m in held_by if m is not None}
         # a module runs at another time when a recorded iteration saw it run, or when an
@@ -440,7 +445,7 @@ def _idle(w: WatchState) -> None:
         # recorded call names)
         between = {m: all(t in w.stepped_with_grad for t in tensors if owners.get(t) == m)
                    for m in held_by}
-        if all((ran.get(m) or between[m]) and not any(lo <= e < hi for e in ran.get(m, ()))
+        if all((ran.get(m) or between[m]) and not any(since <= e < hi for e in ran.get(m, ()))
                for m in held_by):
             finding = _for_nothing(
                 w, finding, tensors, "idle",

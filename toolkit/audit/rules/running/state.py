@@ -174,6 +174,9 @@ class WatchState:
         self.optimizer_stepped: dict[int, int] = {}
         self.last_step_event = -1
         self.start_seq: dict[int, int] = {}
+        # each iteration's first event: the last step's before it (what its forward does before
+        # its first backward() is counted at that step's event)
+        self.iteration_began: dict[int, int] = {}
         self.last_step_seq = 0
         # autograd's next number at the last backward() (taken only near audited iterations),
         # and the steps counted when this iteration began: an iteration with no optimizer step
