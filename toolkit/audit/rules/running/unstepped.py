@@ -255,9 +255,10 @@ def _wholes(w: WatchState, by_root: dict[int, list[int]], stepped: dict[int, int
     ``actor``, not ``self.body``, ``self.mean`` and ``self.log_std``). So are parts the script
     names only inside the network's methods (``self.critic``) of a network one optimizer
     steps the rest of (GAIL's PPO Adam over a list of the policy's actor and mean head:
-    ``policy``, its critic and ``log_std`` left out). A network taken so brings with it its
-    own tensors of no called network among ``orphans`` (the policy's ``log_std``, read by its
-    ``distribution`` method: DAgger's optimizer built over the snapshot, not the policy)."""
+    ``policy``, its critic and ``log_std`` left out). A network taken so, none of whose
+    tensors an optimizer steps, brings with it its own tensors of no called network among
+    ``orphans`` (the policy's ``log_std``, read by its ``distribution`` method: DAgger's
+    optimizer built over the snapshot, not the policy)."""
     named = w._held_by_names()
     unstepped = {k for k, live in w.ledger.live.items() if live and k not in stepped}
 
@@ -277,7 +278,10 @@ def _wholes(w: WatchState, by_root: dict[int, list[int]], stepped: dict[int, int
             module, name = whole
         out.setdefault(id(module), (module, name, []))[2].extend(keys)
     for module, _, keys in out.values():
-        if not any(module is m for m, _ in w.called_networks()):
+        # a network no optimizer steps any of (taken whole by the optimizer built over the
+        # wrong one); beside a stepped part, such a parameter is named by its own path
+        if not any(module is m for m, _ in w.called_networks()) and \
+                not any(id(p) in stepped for p in module.parameters()):
             keys.extend(id(p) for p in module.parameters() if id(p) in orphans
                         and id(p) not in keys)
     return list(out.values())
