@@ -183,6 +183,7 @@ class Watch(ModuleCalls, GradientAccess):
                  on_finding=None, follow: int = 0) -> None:
         super().__init__(steps, every, record, on_finding, follow)
         self._stack_key = _StackKeys()
+        self._loops: dict[tuple[int, int], tuple[int, int] | None] = {}
         # the step audit's stages on each audited backward (:mod:`~toolkit.audit.script.staged`)
         self.staged = Staged()
         self._judging = False
@@ -550,9 +551,7 @@ class Watch(ModuleCalls, GradientAccess):
         if parted is None:
             return False
         for depth in range(len(outer_first) - 1, -1, -1):
-            code = self._stack_key.code(outer_first[depth][0])
-            loop = None if code is None else S.loop_around(code.co_filename,
-                                                           outer_first[depth][1])
+            loop = self._loop_at(*outer_first[depth])
             if loop is None:
                 continue
             if depth != parted:
@@ -560,6 +559,17 @@ class Watch(ModuleCalls, GradientAccess):
             other = outer_key[parted]
             return other[0] != outer_first[parted][0] or not loop[0] <= other[1] <= loop[1]
         return False
+
+    def _loop_at(self, number: int, line: int) -> tuple[int, int] | None:
+        """The lines of the innermost loop around ``line`` of the code numbered ``number``
+        (:func:`~toolkit.audit.record.syntax.loop_around`), read once per line: a pass of two
+        losses asks at each of its iterations."""
+        where = (number, line)
+        if where not in self._loops:
+            code = self._stack_key.code(number)
+            self._loops[where] = None if code is None else S.loop_around(code.co_filename,
+                                                                         line)
+        return self._loops[where]
 
     def _judge(self, tensors: Sequence[torch.Tensor], leaves: dict, caller: FrameType | None,
                site, graph: StepGraph | None) -> None:
