@@ -378,8 +378,8 @@ def outside_loop_of(path: str, line: int, inner: int) -> bool:
     functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
     if around(line, functions) is not around(inner, functions):
         return False
-    loop = around(inner, (ast.For, ast.AsyncFor, ast.While))
-    return loop is not None and not loop.lineno <= line <= (loop.end_lineno or loop.lineno)
+    loop = loop_around(path, inner)
+    return loop is not None and not loop[0] <= line <= loop[1]
 
 
 def loop_around(path: str, line: int) -> tuple[int, int] | None:

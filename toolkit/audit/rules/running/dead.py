@@ -415,12 +415,13 @@ def _idle(w: WatchState) -> None:
     """Each dead finding with no cut, at the end: when no forward of the modules that hold its
     tensors ran since their last step (before the step that found them) in the step's own
     iteration (a run under no_grad in an earlier iteration of another loop, ENAS's controller
-    scoring the shared network, is another time) and each of them runs at another time (in an iteration recorded, or its tensors stepped with a gradient at a
-    step between those), they are a part another phase trains
-    (pre-training's decoder while fine-tuning, the head while pre-training), held by this
-    phase's optimizer for nothing: ``idle``, information. When each of those modules ran in
-    that window with a graph (gradients on, its output requiring grad) and no loss read the
-    output, while the same step trained others of the optimizer's tensors, they are a part
+    scoring the shared network, is another time) and each of them runs at another time (in an
+    iteration recorded, or its tensors stepped with a gradient at a step between those), they
+    are a part another phase trains (pre-training's decoder while fine-tuning, the head while
+    pre-training), held by this phase's optimizer for nothing: ``idle``, information. When each
+    of those modules ran in that window with a graph (gradients on, its output requiring grad)
+    and no loss read the output, while the same step trained others of the optimizer's
+    tensors, they are a part
     whose output the method leaves out (a classifier head under features distilled or
     compared, STPM's student; a decoder head while the encoder trains), or a term with no
     effect on what the loss reads (an energy's last bias, where the loss reads the energy's
