@@ -22,10 +22,6 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
-#: why a learned tensor beside a learned sibling of its role is not found yet
-_SIBLING = ("held out: a layer's {} is a buffer or a plain tensor that nothing writes, while the "
-            "same role's tensor of the layer's other half is a parameter; no rule reads that yet")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -47,15 +43,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    "test_learned_beside_its_sibling.py::test_the_learned_tensor_is_named_and_made_a_parameter"
-    "[bias-rho-buffer]":
-        _SIBLING.format("bias_rho"),
-    "test_learned_beside_its_sibling.py::test_the_learned_tensor_is_named_and_made_a_parameter"
-    "[weight-rho-plain]":
-        _SIBLING.format("weight_rho"),
-    "test_learned_beside_its_sibling.py::test_the_learned_tensor_is_named_and_made_a_parameter"
-    "[sigma-bias-buffer]":
-        _SIBLING.format("sigma_bias"),
 }
 
 

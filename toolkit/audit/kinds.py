@@ -84,6 +84,10 @@ class Kind(enum.StrEnum):
     UNSTEPPED = "unstepped", True, ("gradient reaches tensors of a trained model that no "
                                     "optimizer steps")
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"
+    UNLEARNED = "unlearned", True, ("a layer's buffer or plain tensor that nothing writes, beside "
+                                    "a parameter of the same role for the layer's other half "
+                                    "(weight_sigma beside bias_sigma): a learned tensor no "
+                                    "gradient reaches")
     NEVER_TRAINED = "never_trained", True, ("held by an optimizer, its gradient cleared or "
                                             "itself switched off under a condition on the "
                                             "run's progress at every step of the run: a freeze "
@@ -130,7 +134,7 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
-    Kind.SHARED, Kind.FROZEN, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
+    Kind.SHARED, Kind.FROZEN, Kind.UNLEARNED, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
     Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.TRUNCATED,
     Kind.UNCLIPPED, Kind.WASTED,
     Kind.HAND_UPDATED,

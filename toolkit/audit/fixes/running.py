@@ -18,6 +18,7 @@ from toolkit.audit.fixes.registration import registered
 from toolkit.audit.fixes.script_edits import (
     as_parameter,
     backward_inputs,
+    buffer_as_parameter,
     built_over_each,
     call_under_no_grad,
     detach_call,
@@ -48,11 +49,11 @@ from toolkit.audit.fixes.switch_edits import (
 )
 from toolkit.audit.fixes.where_called import placed
 
-__all__ = ["as_parameter", "backward_inputs", "built_over_each", "call_under_no_grad",
-           "copy_at_alias", "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call",
-           "detach_call", "detach_expression", "detach_undone", "edit_at", "freeze_removed",
-           "import_edit", "insert_after", "insert_before", "listed_module", "listed_with",
-           "made_per_item", "move_before", "node_edit", "off_decorator", "out_of_no_grad",
-           "parameters_from", "placed", "registered", "remove_detach", "replace_parameters",
-           "switch_on_after_its_step", "switch_on_after_its_use", "switch_on_before_loop",
-           "switch_on_with_the_rest", "unfreeze_before", "widen"]
+__all__ = ["as_parameter", "backward_inputs", "buffer_as_parameter", "built_over_each",
+           "call_under_no_grad", "copy_at_alias", "copy_registered", "copy_snapshot", "data_copied",
+           "deep_copy_call", "detach_call", "detach_expression", "detach_undone", "edit_at",
+           "freeze_removed", "import_edit", "insert_after", "insert_before", "listed_module",
+           "listed_with", "made_per_item", "move_before", "node_edit", "off_decorator",
+           "out_of_no_grad", "parameters_from", "placed", "registered", "remove_detach",
+           "replace_parameters", "switch_on_after_its_step", "switch_on_after_its_use",
+           "switch_on_before_loop", "switch_on_with_the_rest", "unfreeze_before", "widen"]

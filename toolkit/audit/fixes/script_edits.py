@@ -35,12 +35,12 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["apply_to_text", "as_parameter", "backward_inputs", "built_over_each",
-           "call_under_no_grad", "cut_argument", "detach_call", "detach_expression",
-           "detach_undone", "diff", "edit_at", "edited_texts", "empty_with", "import_edit",
-           "insert_after", "insert_before", "listed_module", "listed_with", "move_before",
-           "node_edit", "parameters_from", "remove_detach", "replace_parameters", "widen",
-           "write_edits"]
+__all__ = ["apply_to_text", "as_parameter", "backward_inputs", "buffer_as_parameter",
+           "built_over_each", "call_under_no_grad", "cut_argument", "detach_call",
+           "detach_expression", "detach_undone", "diff", "edit_at", "edited_texts", "empty_with",
+           "import_edit", "insert_after", "insert_before", "listed_module", "listed_with",
+           "move_before", "node_edit", "parameters_from", "remove_detach", "replace_parameters",
+           "widen", "write_edits"]
 
 
 def edit_at(path: str, start: tuple[int, int], end: tuple[int, int], new: str) -> Edit:
@@ -412,6 +412,21 @@ def as_parameter(path: str, value: ast.expr, parameter: str) -> Edit | None:
             for k in value.keywords if k.arg != "requires_grad"]
         inner = f"{segment(text, value.func)}({', '.join(rest)})"
     return node_edit(path, value, f"{parameter}({inner})")
+
+
+def buffer_as_parameter(path: str, call: ast.Call, parameter: str) -> Edit | None:
+    """The buffer a statement of ``path`` registers, ``call``
+    (``self.register_buffer("sigma_bias", torch.full((n,), s))``), made a parameter in its
+    place, spelled ``parameter`` (``nn.Parameter``, as the file imports it):
+    ``self.sigma_bias = nn.Parameter(torch.full((n,), s))``. ``None`` when the file cannot be
+    read or the call does not name the buffer by a string before its value."""
+    parsed = syntax_tree(path)
+    if parsed is None or not isinstance(call.func, ast.Attribute) or len(call.args) < 2 or \
+            not isinstance(call.args[0], ast.Constant) or not isinstance(call.args[0].value, str):
+        return None
+    text = parsed[1]
+    return node_edit(path, call, f"{segment(text, call.func.value)}.{call.args[0].value} = "
+                                 f"{parameter}({segment(text, call.args[1])})")
 
 
 def move_before(path: str, line: int, target: int) -> list[Edit]:

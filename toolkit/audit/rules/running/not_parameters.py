@@ -13,13 +13,16 @@ the optimizer built from ``parameters()`` never holds them though a loss trains 
   stepped: no finding (:func:`plain_tensors`).
 - A parameter of no module, trained beside stepped tensors (:func:`free_parameters`).
 - Tensors or modules a module keeps in a plain ``list`` or ``dict``
-  (:func:`in_plain_containers`)."""
+  (:func:`in_plain_containers`).
+- A layer's tensor kept a buffer or a plain tensor beside a learned sibling of its role
+  (``unlearned``, :func:`beside_learned_siblings`)."""
 
 from __future__ import annotations
 
 import ast
 import inspect
 import os
+import re
 
 import torch
 from torch import nn
@@ -33,7 +36,8 @@ from toolkit.audit.result import plural
 from toolkit.audit.rules.running.param_group import group
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["free_parameters", "in_plain_containers", "plain_tensors"]
+__all__ = ["beside_learned_siblings", "free_parameters", "in_plain_containers",
+           "plain_tensors"]
 
 
 def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
@@ -206,6 +210,117 @@ def plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
             advice="make them parameters where they are made (nn.Parameter(...)), or add them "
                    f"to {('`' + opt_name + '`') if opt_name else 'the optimizer'}",
             step=step, concerned=concerned))
+
+
+#: a layer's tensor of a role, for its weight or for its bias: ``weight_sigma``, ``sigma_bias``
+_OF_A_HALF = re.compile(r"^(weight|bias)(_\w+)$|^(\w+_)(weight|bias)$")
+
+
+def _sibling(name: str) -> str | None:
+    """The name of the tensor of the same role for the layer's other half (``bias_rho`` for
+    ``weight_rho``, ``sigma_weight`` for ``sigma_bias``), or ``None`` for a name of no role."""
+    m = _OF_A_HALF.match(name)
+    if m is None:
+        return None
+    half, role = (m[1], m[2]) if m[1] else (m[4], m[3])
+    other = "bias" if half == "weight" else "weight"
+    return f"{other}{role}" if m[1] else f"{role}{other}"
+
+
+def beside_learned_siblings(w: WatchState, stepped: dict[int, int]) -> None:
+    """A learned tensor kept out of ``parameters()`` beside its sibling: a layer's weight and
+    its bias each carry a tensor of one role (Bayes by Backprop's ``weight_rho`` and
+    ``bias_rho``, NoisyNet's ``weight_sigma`` and ``bias_sigma``), and one is a parameter an
+    optimizer steps, which got gradient, while the other is a buffer, or a plain tensor, that
+    does not require grad and that nothing wrote between two audited iterations. No gradient
+    reaches it and no optimizer holds it: the layer learns one half of the role and keeps the
+    other at its first values (Blundell et al. 2015 and Fortunato et al. 2018 learn every
+    scale, as the published layers make them parameters). A tensor of a role of one half
+    only (a spectral norm's ``weight_u``), written during the run (a noise buffer drawn
+    afresh), or a buffer beside a buffer (a fixed prior for both halves) is none.
+
+    A failure per layer class and tensor, found at the second audited iteration that sees
+    it, at the line that makes it; the edit makes it a parameter there
+    (``self.register_buffer("b", v)`` -> ``self.b = nn.Parameter(v)``)."""
+    found: dict[tuple[type, str], list[tuple[str, str, str, int]]] = {}
+    for network, root in w.called_networks():
+        if not any(id(p) in stepped for p in network.parameters()):
+            continue
+        for path, module in network.named_modules():
+            kept = {n: (b, "a buffer") for n, b in module._buffers.items() if b is not None}
+            kept.update({n: (v, "a plain tensor") for n, v in vars(module).items()
+                         if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)
+                         and not n.startswith("_")})
+            for name, (tensor, how) in kept.items():
+                sibling = _sibling(name)
+                learned = module._parameters.get(sibling) if sibling is not None else None
+                if learned is None or id(learned) not in stepped or \
+                        not w.ledger.live.get(id(learned)) or tensor.requires_grad or \
+                        not tensor.is_floating_point():
+                    continue
+                seen = w.sibling_seen.setdefault(
+                    id(tensor), (tensor, tensor.detach().clone(), w.iteration))
+                if seen[0] is not tensor or seen[2] == w.iteration or \
+                        not torch.equal(seen[1], tensor.detach()):
+                    continue   # another tensor now, seen first in this iteration, or written
+                at = f"{root}.{path}.{name}" if path else f"{root}.{name}"
+                found.setdefault((type(module), name), []).append(
+                    (at, how, sibling, stepped[id(learned)]))
+    for (cls, name), tensors in found.items():
+        shown = tuple(t[0] for t in tensors)
+        if any(f.kind == "unlearned" and f.tensors == shown for f in w.findings.values()):
+            continue   # found at an earlier iteration
+        _, how, sibling, index = tensors[0]
+        made = _registered_at(cls, name) if how == "a buffer" else _made_at(cls, name)
+        edit = None if made is None else w.fixes.buffer_as_parameter(*made) \
+            if how == "a buffer" else w.fixes.as_parameter(*made)
+        # the edit puts it among the tensors the optimizer holds: from that optimizer's
+        # first step on, the positions of those tensors move
+        step = next((i for i, e in enumerate(sorted(w.step_optimizer))
+                     if w.step_optimizer[e] == index), w.step_events - 1)
+        opt = w.assigned(w.built_at.get(id(w.optimizers[index])))
+        stepper = f"`{opt}`" if opt else "an optimizer"
+        w.add(ScriptFinding(
+            "unlearned", w.iteration,
+            f"`{cls.__name__}.{name}` is {how} that nothing writes, beside `{sibling}`, a "
+            f"parameter {stepper} steps: the layer learns the role for one half and keeps "
+            f"the other at its first values (no gradient reaches {how}, and parameters() "
+            f"does not hold it)",
+            shown, shown, () if made is None else (Site(made[0], made[1].lineno, None).shown(),),
+            () if edit is None else (edit,),
+            advice=f"make {name} a parameter where it is made (nn.Parameter(...)); if it is "
+                   f"meant to stay fixed, keep {sibling} fixed as well",
+            step=step, concerned=("*",)))
+
+
+def _registered_at(cls: type, name: str) -> tuple[str, ast.Call, str] | None:
+    """Where the user's class ``cls`` (or a class of the user's it derives from) registers its
+    buffer ``name`` (``self.register_buffer("name", value)``, a statement of its own in a
+    method): the file, the call and how that file spells ``nn.Parameter``; ``None`` when it
+    is not one such call, or the file imports no name for ``Parameter``."""
+    for klass in cls.__mro__:
+        if klass in (nn.Module, object):
+            break
+        try:
+            path = inspect.getsourcefile(klass)
+        except (TypeError, OSError):
+            continue
+        parsed = S.syntax_tree(path) if path is not None and is_user(path) else None
+        if parsed is None:
+            continue
+        tree, _ = parsed
+        calls = [st.value for node in ast.walk(tree)
+                 if isinstance(node, ast.ClassDef) and node.name == klass.__name__
+                 for st in ast.walk(node) if isinstance(st, ast.Expr)
+                 and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute)
+                 and st.value.func.attr == "register_buffer" and st.value.args
+                 and isinstance(st.value.args[0], ast.Constant)
+                 and st.value.args[0].value == name]
+        spelled = _parameter_name(tree)
+        if len(calls) == 1 and spelled is not None:
+            return path, calls[0], spelled
+        return None
+    return None
 
 
 def in_plain_containers(w: WatchState, stepped: set[int]) -> set[int]:

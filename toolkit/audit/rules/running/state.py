@@ -324,6 +324,10 @@ class WatchState:
         # iteration (one the script then moves itself is trained by hand, see
         # :mod:`~toolkit.audit.rules.running.unstepped`)
         self.plain_values: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # buffers and plain tensors of a layer beside a learned sibling of their role
+        # (:func:`~.not_parameters.beside_learned_siblings`), by id: the tensor, its values
+        # and the iteration when first seen, kept over the run
+        self.sibling_seen: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
