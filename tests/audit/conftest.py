@@ -22,10 +22,6 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
-#: why a ranked pair with one side cut is not found yet
-_RANKED = ("held out: the {} is cut, and the loss reads the difference through a logistic or a "
-           "hinge; cut_keys asks for a softmax over keys, so no rule reads a ranked pair yet")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -47,15 +43,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    "test_ranked_pair_cut.py::test_a_ranked_side_cut_is_named_and_the_cut_removed"
-    "[bpr-negative]":
-        _RANKED.format("negative item's score"),
-    "test_ranked_pair_cut.py::test_a_ranked_side_cut_is_named_and_the_cut_removed"
-    "[reward-model-rejected]":
-        _RANKED.format("rejected response's reward"),
-    "test_ranked_pair_cut.py::test_a_ranked_side_cut_is_named_and_the_cut_removed"
-    "[transe-corrupted]":
-        _RANKED.format("corrupted triple's distance"),
 }
 
 

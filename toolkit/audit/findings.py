@@ -393,7 +393,11 @@ class CutKeys:
     methods that compute their keys with the network they train in the same step (SimCLR, CPC,
     prototypical networks, SupCon, CLIP's two towers) train through both. Keys from another
     network (MoCo's momentum encoder, a frozen tower) or from earlier steps (a memory bank, a
-    queue) are no finding. The fix removes the cuts."""
+    queue) are no finding. The fix removes the cuts.
+
+    ``ranked``: the keys are one side of pairs the loss ranks, a difference it reads through
+    a logistic or a hinge (a reward model's ``-logsigmoid(r_chosen - r_rejected)``, BPR,
+    RankNet, a margin): the loss pushes the other side alone."""
 
     loss: str
     through: tuple[str, ...]
@@ -404,6 +408,7 @@ class CutKeys:
     lines: tuple[Line, ...] = ()
     edits: tuple[Edit, ...] = ()
     proof: Proof | None = None
+    ranked: bool = False
 
     def __post_init__(self) -> None:
         _settle(self)
@@ -411,6 +416,12 @@ class CutKeys:
     def what(self) -> str:
         """What the loss reads, in words, after its name: both reports print it."""
         read = "" if self.read is None else f" ({self.read.file}:{self.read.number})"
+        if self.ranked:
+            return (f"ranks pairs of scores by their difference{read}, one side "
+                    f"{_cut_where(self.cut, self.taken, self.edits)}, made by a network its "
+                    f"optimizer steps: the loss pushes the other side alone and trains none "
+                    f"of the {len(self.through)} tensors through the cut side "
+                    f"({first_names(self.through)})")
         return (f"compares its queries with keys{read} "
                 f"{_cut_where(self.cut, self.taken, self.edits)}, made by a network its "
                 f"optimizer steps: the loss over those keys trains none of the "

@@ -499,6 +499,8 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
         rec.cut_read.append((rec.call, tuple(cuts.values()), user_line(), name, id(out.grad_fn)))
         if out.numel() <= max(t.numel() for t in inputs):
             rec.one_to_one.add(id(out.grad_fn))
+        if name in _DIFFERENCES and not bool(out.detach().ne(0).any()):
+            rec.zero_reads.add(id(out.grad_fn))
         if any(t.grad_fn is None and t.requires_grad for t in inputs) or (
                 rec.calling and rec.inside_forward(tuple(cuts.values()))):
             # read by a layer with weights that train, or with a graph inside the forward

@@ -73,6 +73,8 @@ class Ledger:
         self.wasted_ever: set[tuple[int, int]] = set()
         # (the source's index, tensor) of every gradient a backward wrote
         self.written_ever: set[tuple[int, int]] = set()
+        # (the source's index, tensor) of every gradient a step used
+        self.used_ever: set[tuple[int, int]] = set()
 
     def observe(self, tensor: torch.Tensor, iteration: int, stepped_since: dict[int, int],
                 stepped_at: dict[int, int] | None = None,
@@ -135,4 +137,7 @@ class Ledger:
         self.live[key] = [*kept, *sources]
 
     def stepped(self, key: int) -> None:
+        """A step used the tensor's gradient: what it held is used, what was cleared before
+        is forgotten."""
+        self.used_ever.update((s.index, key) for s in self.live.get(key, ()))
         self.cleared.pop(key, None)

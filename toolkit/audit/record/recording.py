@@ -354,6 +354,9 @@ class Recording:
         # read against one other (a reconstruction's difference to its input), none broadcast
         # against several (a query's distance to every key)
         self.one_to_one: set[int] = set()
+        # of their nodes, the differences that are zero everywhere (``x - x.detach()``: GRPO's
+        # ratio, DiCE's magic box, a value read against its own cut copy)
+        self.zero_reads: set[int] = set()
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
@@ -705,6 +708,7 @@ class Recording:
         self.self_differences.clear()
         self.cancelled.clear()
         self.one_to_one.clear()
+        self.zero_reads.clear()
         self.derivatives.clear()
         self.made_inside.clear()
         self.marks.append(self.sequence())

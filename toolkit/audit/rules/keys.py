@@ -14,6 +14,17 @@ earlier ones); neither is a
 finding, nor is a cut value compared without a softmax over keys (a target, SimSiam's stopped
 branch) or subtracted for stability (SupCon's row maxima: no similarity).
 
+A ranked pair is such a comparison too: a difference of two scores the loss reads through a
+logistic or a hinge, not through a distance (a reward model's ``-logsigmoid(r_chosen -
+r_rejected)``, Stiennon et al. 2020; BPR's ``-logsigmoid(x_ui - x_uj)``, Rendle et al. 2009;
+RankNet's cross-entropy of a pair, Burges et al. 2005; TransE's margin, Bordes et al. 2013).
+The methods push both scores apart; one side cut leaves the loss pushing the other alone. Not
+this: a difference that is zero everywhere (``exp(logp - logp.detach())``, GRPO's ratio, whose
+gradient is the log-probability's), a value less a cut value computed from it (a shift by its
+maximum), a difference squared or taken in size (a TD error: a target), a cut side of an
+earlier call (PPO's ratio to the rollout) or of a network the loss's optimizer does not step
+(a relativistic generator's, whose cut side is the discriminator's score on real data).
+
 The recording marks every operation that reads cut values into a result with a graph
 (:attr:`~toolkit.audit.record.recording.Recording.cut_read`); this rule keeps those that are
 a similarity or distance (a matrix product, ``cdist``, a difference squared or taken in
@@ -64,6 +75,13 @@ _REACH = 24
 _JOINS = frozenset({"Cat", "Stack"})
 #: how far up from a join its similarity may be (a normalisation, views)
 _JOINED = 8
+#: what ranks the two sides of a difference: a logistic of it, a hinge on it
+_RANKS = frozenset({"LogSigmoid", "Sigmoid", "Softplus", "BinaryCrossEntropyWithLogits",
+                    "SoftMarginLoss", "Relu", "ClampMin"})
+#: what reads a difference as a distance to a target
+_TARGETED = _DISTANCES | {"MseLoss", "L1Loss", "SmoothL1Loss", "HuberLoss"}
+#: the calls that subtract
+_SUBTRACTS = frozenset({"sub", "__sub__", "__rsub__", "rsub", "subtract"})
 
 
 def check(step: RecordedStep) -> Found:
@@ -77,9 +95,12 @@ def check(step: RecordedStep) -> Found:
         for loss, graph in step.graphs.items():
             nodes = graph.search.nodes
             compared = _compared(graph, node) if node in nodes else None
-            if compared is None or not _under_softmax(graph, compared):
+            ranked = compared is None and node in nodes and name in _SUBTRACTS and \
+                _ranked(graph, node, rec, cuts)
+            if not ranked and (compared is None or not _under_softmax(graph, compared)):
                 continue
-            if compared == node and node_label(nodes[node]) == "Sub" and node in rec.one_to_one:
+            if not ranked and compared == node and node_label(nodes[node]) == "Sub" and \
+                    node in rec.one_to_one:
                 continue   # a difference of each value to one other: no keys to compare with
             if any(how == "detach" and origin.grad_fn._sequence_nr() < rec.marks[-1]
                    for _, how, origin in cuts):
@@ -104,14 +125,16 @@ def check(step: RecordedStep) -> Found:
             if not through:
                 continue
             no_grad = all(how == "no_grad" for _, how, _ in cuts)
-            fix = ("compute the keys with gradients (torch.enable_grad() for the "
-                   "torch.no_grad() block)" if no_grad else "drop the cuts of the keys "
-                   "(their .detach())") + ", so that the loss trains the network through its " \
-                "keys as well as its queries"
+            what = "the pairs' cut side" if ranked else "the keys"
+            fix = (f"compute {what} with gradients (torch.enable_grad() for the "
+                   f"torch.no_grad() block)" if no_grad else f"drop the cuts of {what} "
+                   f"(their .detach())") + (
+                ", so that the loss pushes both sides of each pair apart" if ranked else
+                ", so that the loss trains the network through its keys as well as its queries")
             lines = tuple(dict.fromkeys(line for line, _, _ in cuts if line is not None))
             finding = CutKeys(loss=loss, through=through, taken=cuts[0][0],
                               read=read, cut="no_grad" if no_grad else "detach",
-                              fix=fix)
+                              fix=fix, ranked=ranked)
             found.append(Wanted(finding, FirstOf((Option(uncut(cuts), fix, lines),))))
     return {"cut_keys": found}
 
@@ -145,6 +168,47 @@ def _similarity(graph: Graph, node: Any) -> bool:
         return True
     return any(node_label(graph.search.nodes[c]) in _DISTANCES
                for c in graph.callers.get(id(node), ()) if c in graph.search.nodes)
+
+
+def _ranked(graph: Graph, start: int, rec: Any, cuts: tuple) -> bool:
+    """Whether node ``start``, a difference of a value with a graph and a cut one, is read by
+    a loss through a ranking (:data:`_RANKS`) on a path of no distance (:data:`_TARGETED`),
+    within :data:`_REACH` nodes above it; not where it is zero everywhere, nor where the cut
+    value was computed from the other side (a shift by its maximum)."""
+    node = graph.search.nodes[start]
+    live = [_past_views(n) for n in _inputs(node)]
+    if node_label(node) != "Sub" or start in rec.zero_reads or len(live) != 1:
+        return False
+    for _, how, origin in cuts:
+        made = _past_views(origin.grad_fn) if how == "detach" and origin.grad_fn else None
+        if made is not None and made is not live[0] and _below(made, live[0], _JOINED):
+            return False
+    todo, seen = deque([(start, 0)]), {start}
+    while todo:
+        k, depth = todo.popleft()
+        label = node_label(graph.search.nodes[k])
+        if k != start and label in _RANKS:
+            return True
+        if depth < _REACH and (k == start or label not in _TARGETED):
+            for c in graph.callers.get(k, ()):
+                if c not in seen and c in graph.search.nodes:
+                    seen.add(c)
+                    todo.append((c, depth + 1))
+    return False
+
+
+def _below(node: Any, wanted: Any, within: int) -> bool:
+    """Whether ``wanted`` is ``node``'s input, or an input's, within ``within`` nodes."""
+    todo, seen = [(node, 0)], {id(node)}
+    while todo:
+        n, depth = todo.pop()
+        for m in _inputs(n):
+            if m is wanted:
+                return True
+            if depth + 1 < within and id(m) not in seen:
+                seen.add(id(m))
+                todo.append((m, depth + 1))
+    return False
 
 
 def _past_views(node: Any) -> Any:

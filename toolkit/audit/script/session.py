@@ -294,7 +294,7 @@ class Watch(ModuleCalls, GradientAccess):
             for name in f.names:
                 theirs.update([by_name[name]] if name in by_name else
                               (k for k, n in named.items() if n.startswith(f"{name}.")))
-        for finding in self.staged.findings(made, theirs):
+        for finding in self.staged.findings(made, theirs, self.ledger.used_ever):
             self.add(finding)
 
     def in_constant_terms(self) -> set[str]:
@@ -581,7 +581,7 @@ class Watch(ModuleCalls, GradientAccess):
         self._judging = True
         try:
             self.staged.judge(tensors, leaves, caller, i, self.step_events, marks,
-                              self.loss_label(site), self.scope, graph)
+                              self.loss_label(site), self.scope, graph, index=self.events)
         finally:
             self._judging = False
 

@@ -29,7 +29,7 @@ import ast
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -98,6 +98,8 @@ class Staged:
         # (iteration, step, the loss's label, the names the user's frames bind to tensors
         # with a graph there, what the rules found)
         self.audits: list[tuple[int, int, str, frozenset[str], StepAudit]] = []
+        # the index of the backward() of each of them (the ledger's source)
+        self.indices: list[int] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         # a cut's edit -> the forms of the value its expression held (fixes.edits.skeleton)
         self.seen: dict[Edit, set[str]] = {}
@@ -182,13 +184,14 @@ class Staged:
     # --- the step audit of one backward -------------------------------------------------
     def judge(self, roots: Sequence[torch.Tensor], leaves: Mapping[int, torch.Tensor],
               frame: FrameType | None, iteration: int, step: int, marks: tuple[int, int],
-              label: str, namespace: dict[str, Any], graph: StepGraph | None = None) -> None:
+              label: str, namespace: dict[str, Any], graph: StepGraph | None = None,
+              index: int = -1) -> None:
         """Run the step audit's rules (:data:`_RULES`) on the loss ``roots`` (one scalar) that the
         script is about to differentiate, paired with the optimizers owning tensors among
         ``leaves`` (the leaves its graph reaches, by ``id``). ``marks``: autograd's sequence
         number where the previous iteration and this one began; ``namespace``: the names the
         user's frames hold there (:func:`scope_of`); ``graph``: the loss's graph, when the
-        watch has read it."""
+        watch has read it; ``index``: the backward's (its ledger source's)."""
         rec = self.rec
         if rec is None or len(roots) != 1 or roots[0].numel() != 1 \
                 or not roots[0].requires_grad:
@@ -233,6 +236,7 @@ class Staged:
             graphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
                                 and (v.grad_fn is not None or v.requires_grad))
             self.audits.append((iteration, step, label, graphed, audit))
+            self.indices.append(index)
             self._see(audit, frame)
 
     def _see(self, audit: StepAudit, frame: FrameType | None) -> None:
@@ -255,21 +259,27 @@ class Staged:
                         break
 
     # --- as the script mode reports it --------------------------------------------------
-    def findings(self, theirs: Iterable[ScriptFinding],
-                 their_tensors: Iterable[int] = ()) -> list[ScriptFinding]:
+    def findings(self, theirs: Iterable[ScriptFinding], their_tensors: Iterable[int] = (),
+                 used: Container[tuple[int, int]] | None = None) -> list[ScriptFinding]:
         """Each failure the rules found, once (its first iteration), as a
         :class:`ScriptFinding`, the tensors of one kind with the same lines and edits as one
         finding. One the running rules report (``theirs``, about the tensors whose ``id`` are
         ``their_tensors``) at one of its lines or about one of its tensors, failure or
-        information, is theirs: it is left out."""
+        information, is theirs: it is left out. So is a ranked pair's cut side whose network
+        no step trains with the loss's gradient (``used``: each (backward, tensor) whose
+        gradient a step used; a relativistic generator's loss reaches the discriminator, whose
+        optimizer clears that gradient before its step)."""
         theirs = list(theirs)
         taken_lines = {a.split(": ", 1)[0] for f in theirs for a in f.at}
         taken = set(their_tensors)
         by_name = {name: key for key, name in self.names.tensors.items()}
         out: dict[tuple, ScriptFinding] = {}
-        for iteration, step, label, graphed, audit in self.audits:
+        for (iteration, step, label, graphed, audit), index in zip(self.audits, self.indices):
             for group in _FAILURES:
                 for found in getattr(audit, group):
+                    if isinstance(found, CutKeys) and found.ranked and used is not None \
+                            and not any((index, by_name.get(n)) in used for n in found.through):
+                        continue
                     finding = _as_script(GROUPS[group], found, iteration, step, label,
                                          graphed)
                     if finding is None:
