@@ -22,10 +22,6 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
-#: why a trained mask is not found yet
-_MASK = ("held out: the {} is a parameter of zeros and ones multiplied into a weight of its "
-         "shape, which the optimizer steps; no rule reads a mask's values yet")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -47,10 +43,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    "test_mask_trained.py::test_a_trained_mask_is_named_and_frozen[prune-and-retrain]":
-        _MASK.format("pruning mask"),
-    "test_mask_trained.py::test_a_trained_mask_is_named_and_frozen[sparse-connectivity]":
-        _MASK.format("sparse connectivity"),
 }
 
 

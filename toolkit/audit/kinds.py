@@ -88,6 +88,9 @@ class Kind(enum.StrEnum):
                                     "a parameter of the same role for the layer's other half "
                                     "(weight_sigma beside bias_sigma): a learned tensor no "
                                     "gradient reaches")
+    TRAINED_MASK = "trained_mask", True, ("a parameter of zeros and ones multiplied into a "
+                                          "weight of its shape (a pruning mask), stepped by an "
+                                          "optimizer with a gradient")
     NEVER_TRAINED = "never_trained", True, ("held by an optimizer, its gradient cleared or "
                                             "itself switched off under a condition on the "
                                             "run's progress at every step of the run: a freeze "
@@ -134,11 +137,10 @@ STEP_KINDS: frozenset[Kind] = frozenset({
 #: the kinds ``toolkit audit SCRIPT`` reports
 SCRIPT_KINDS: frozenset[Kind] = frozenset({
     Kind.LEAK, Kind.STALE, Kind.CLEARED, Kind.DEAD, Kind.CARRIED, Kind.HELD, Kind.UNSTEPPED,
-    Kind.SHARED, Kind.FROZEN, Kind.UNLEARNED, Kind.NEVER_TRAINED, Kind.ALIASED, Kind.TARGET,
-    Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT, Kind.TRUNCATED,
-    Kind.UNCLIPPED, Kind.WASTED,
-    Kind.HAND_UPDATED,
-    Kind.IDLE, Kind.UNUSED, Kind.SWITCHED_OFF})
+    Kind.SHARED, Kind.FROZEN, Kind.UNLEARNED, Kind.TRAINED_MASK, Kind.NEVER_TRAINED,
+    Kind.ALIASED, Kind.TARGET, Kind.CONSTANT_TERM, Kind.CUT_KEYS, Kind.DRAWN, Kind.VOID_CUT,
+    Kind.TRUNCATED, Kind.UNCLIPPED, Kind.WASTED, Kind.HAND_UPDATED, Kind.IDLE, Kind.UNUSED,
+    Kind.SWITCHED_OFF})
 
 
 class Proof(enum.StrEnum):

@@ -48,13 +48,14 @@ SCRIPTS = Path(__file__).parent / "scripts"
 # gradient clip before the backward it was meant for), and `truncated` (a recurrent state cut
 # inside the unroll one loss reads), and `switched_off` (a part a later phase freezes by the
 # script's own switch, information), and `unlearned` (a layer's buffer or plain tensor beside a
-# learned sibling of its role)
+# learned sibling of its role), and `trained_mask` (a pruning mask an optimizer steps)
 OLD_KINDS = {"leak": True, "stale": True, "cleared": True, "dead": True, "carried": True,
              "unstepped": True, "shared": True, "frozen": True, "aliased": True, "target": True,
              "wasted": False, "hand_updated": False, "held": True, "constant_term": True,
              "idle": False, "cut_keys": True, "never_trained": True, "unused": False,
              "drawn": True, "void_cut": True, "unclipped": True, "truncated": True,
-             "switched_off": False, "unlearned": True}
+             "switched_off": False, "unlearned": True,
+             "trained_mask": True}
 
 
 def _leak(**kw) -> Leak:

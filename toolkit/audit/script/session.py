@@ -78,6 +78,7 @@ from toolkit.audit.rules.running import (
     kept_in_sync,
     leak_cause,
     lost,
+    masks,
     meant,
     never_trained,
     recycled,
@@ -463,6 +464,7 @@ class Watch(ModuleCalls, GradientAccess):
         held = self.stepped_map()
         meant.note(self, graph.leaves, held)
         truncated.truncated(self, graph.nodes, site, tensors)
+        masks.note(self, graph)
         unread_cut.unread(self, graph.nodes, held, site)
         step = caller.f_code.co_name if caller is not None else ""
         untargeted = targets.targets(self, searched, site, held, step) \
@@ -679,6 +681,7 @@ class Watch(ModuleCalls, GradientAccess):
                                "idle": [k for k, p in stepped if dead.is_idle(self, p, owners)]})
         targets.followers(self, index, stepped)
         at_step.frozen(self, index, opt, site)
+        masks.trained(self, index, stepped)
         self.trainable_seen.update(id(p) for _, p in stepped)
         self.trainable_by.setdefault(index, set()).update(id(p) for _, p in stepped)
         if closure is not None:

@@ -36,7 +36,7 @@ from toolkit.audit.result import plural
 from toolkit.audit.rules.running.param_group import group
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["beside_learned_siblings", "free_parameters", "in_plain_containers",
+__all__ = ["beside_learned_siblings", "free_parameters", "in_plain_containers", "made_at",
            "plain_tensors"]
 
 
@@ -162,7 +162,7 @@ def plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
         opt = w.optimizers[index]
         built = w.built_at.get(id(opt))
         shown = tuple(f"{root}.{path}" for _, _, path, _, _ in tensors)
-        made = [_made_at(type(module), attr) for _, _, _, module, attr in tensors]
+        made = [made_at(type(module), attr) for _, _, _, module, attr in tensors]
         places = sorted((m for m in dict.fromkeys(made) if m is not None),
                         key=lambda m: (m[0], m[1].lineno))
         edits: list = []
@@ -271,7 +271,7 @@ def beside_learned_siblings(w: WatchState, stepped: dict[int, int]) -> None:
         if any(f.kind == "unlearned" and f.tensors == shown for f in w.findings.values()):
             continue   # found at an earlier iteration
         _, how, sibling, index = tensors[0]
-        made = _registered_at(cls, name) if how == "a buffer" else _made_at(cls, name)
+        made = _registered_at(cls, name) if how == "a buffer" else made_at(cls, name)
         edit = None if made is None else w.fixes.buffer_as_parameter(*made) \
             if how == "a buffer" else w.fixes.as_parameter(*made)
         # the edit puts it among the tensors the optimizer holds: from that optimizer's
@@ -394,7 +394,7 @@ def _report_container(w: WatchState, joining: list[torch.Tensor]) -> bool:
     return False
 
 
-def _made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
+def made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
     """Where the user's class ``cls`` (or a class of the user's it derives from) makes its
     attribute ``attr`` (``self.bias = torch.empty(n, requires_grad=True)`` in a method): the
     file, the assigned expression and how that file spells ``nn.Parameter``; ``None`` when

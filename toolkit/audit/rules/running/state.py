@@ -328,6 +328,10 @@ class WatchState:
         # (:func:`~.not_parameters.beside_learned_siblings`), by id: the tensor, its values
         # and the iteration when first seen, kept over the run
         self.sibling_seen: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
+        # masks a loss multiplied into a weight of their shape (:mod:`~.masks`), by id: the mask
+        # and that weight, kept over the run; those a finding named
+        self.masks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.masks_named: set[int] = set()
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
