@@ -78,8 +78,11 @@ _JOINED = 8
 #: what ranks the two sides of a difference: a logistic of it, a hinge on it
 _RANKS = frozenset({"LogSigmoid", "Sigmoid", "Softplus", "BinaryCrossEntropyWithLogits",
                     "SoftMarginLoss", "Relu", "ClampMin"})
-#: what reads a difference as a distance to a target
-_TARGETED = _DISTANCES | {"MseLoss", "L1Loss", "SmoothL1Loss", "HuberLoss"}
+#: what may lie between a ranked difference and its ranking: views, selections of pairs, sums
+#: and products with other differences or constants (a margin, DPO's ``beta`` and reference
+#: log-ratios), a sign
+_TO_RANK = _VIEWED | {"Mul", "Div", "Add", "Sub", "Neg", "Index", "MaskedSelect", "Gather",
+                      "Where", "Select", "Slice"}
 #: the calls that subtract
 _SUBTRACTS = frozenset({"sub", "__sub__", "__rsub__", "rsub", "subtract"})
 
@@ -172,9 +175,10 @@ def _similarity(graph: Graph, node: Any) -> bool:
 
 def _ranked(graph: Graph, start: int, rec: Any, cuts: tuple) -> bool:
     """Whether node ``start``, a difference of a value with a graph and a cut one, is read by
-    a loss through a ranking (:data:`_RANKS`) on a path of no distance (:data:`_TARGETED`),
-    within :data:`_REACH` nodes above it; not where it is zero everywhere, nor where the cut
-    value was computed from the other side (a shift by its maximum)."""
+    a loss through a ranking (:data:`_RANKS`), with only what :data:`_TO_RANK` names between
+    them (not a distance, not a layer: a difference a network reads on is its input), within
+    :data:`_JOINED` nodes above it; not where it is zero everywhere, nor where the cut value
+    was computed from the other side (a shift by its maximum)."""
     node = graph.search.nodes[start]
     live = [_past_views(n) for n in _inputs(node)]
     if node_label(node) != "Sub" or start in rec.zero_reads or len(live) != 1:
@@ -189,7 +193,7 @@ def _ranked(graph: Graph, start: int, rec: Any, cuts: tuple) -> bool:
         label = node_label(graph.search.nodes[k])
         if k != start and label in _RANKS:
             return True
-        if depth < _REACH and (k == start or label not in _TARGETED):
+        if depth < _JOINED and (k == start or label in _TO_RANK):
             for c in graph.callers.get(k, ()):
                 if c not in seen and c in graph.search.nodes:
                     seen.add(c)
