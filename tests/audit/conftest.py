@@ -22,10 +22,6 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
-#: why a detach alias filled in place is not found yet
-_FILLED = ("held out: {} fills a .detach() of a data tensor in place and reads that tensor "
-           "after; no rule follows a detach of a tensor without a graph yet")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -47,12 +43,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    "test_detach_alias_overwritten.py::test_a_filled_alias_is_named_and_copied"
-    "[nce-noise-samples]":
-        _FILLED.format("noise-contrastive estimation"),
-    "test_detach_alias_overwritten.py::test_a_filled_alias_is_named_and_copied"
-    "[smoothing-noise-buffer]":
-        _FILLED.format("randomized smoothing"),
 }
 
 

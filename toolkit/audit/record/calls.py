@@ -154,6 +154,11 @@ class CallWatch(TorchFunctionMode):
                                      call.line if call is not None else user_line())
             out = func(*args, **kwargs)
             rec.trace(out, [source], exact=True)
+            if isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor) and \
+                    source.grad_fn is None and not source.requires_grad and \
+                    not isinstance(source, torch.nn.Parameter) and not rec.calling and \
+                    source.is_floating_point() and id(source) not in rec.watched:
+                rec.note_alias(out, source, how)   # data the step's own code cut, sharing storage
             if isinstance(source, torch.Tensor) and source.grad_fn is not None \
                     and isinstance(out, torch.Tensor):
                 line = rec.lines.get(("detach", rec.call, id(source.grad_fn)))
@@ -162,6 +167,10 @@ class CallWatch(TorchFunctionMode):
                 rec.cut_values[id(out)] = (weakref.ref(out), (
                     (here, "detach", Edge(source.grad_fn, source.output_nr)),))
             return out
+        if args and name in _FILLS:
+            rec.note_fill(args[0])
+        elif rec.filled and name not in _VALUE_FREE and name not in _NO_VALUES:
+            rec.note_filled_reads([*tensors_in(args), *tensors_in(kwargs.values())])
         if not rec.watched:
             return func(*args, **kwargs)
         if func is torch.tensor and args:  # copies values, never a graph: note what it drops
@@ -413,6 +422,12 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
 
 #: operations whose result holds none of their input's values (its shape, dtype and device
 #: only): under no_grad they cut nothing
+#: in-place writes of fresh values, whatever the tensor held
+_FILLS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_",
+                    "geometric_", "cauchy_", "log_normal_", "fill_", "zero_"})
+#: calls that read no values of a tensor: its attributes, its sizes
+_NO_VALUES = frozenset({"__get__", "size", "dim", "numel", "stride", "data_ptr", "element_size",
+                        "is_floating_point", "is_complex", "is_contiguous", "__len__"})
 _VALUE_FREE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
                          "randn_like", "randint_like", "new_zeros", "new_ones", "new_empty",
                          "new_full"})

@@ -357,6 +357,16 @@ class Recording:
         # of their nodes, the differences that are zero everywhere (``x - x.detach()``: GRPO's
         # ratio, DiCE's magic box, a value read against its own cut copy)
         self.zero_reads: set[int] = set()
+        # ``.detach()`` (or ``.data``) of data the step's own code holds, by the result's id:
+        # the result, what it was taken from, how, and where (it shares that storage); those
+        # of them filled in place since with fresh values (``noise.normal_()``), by the id of
+        # what they were taken from; and each read of such a tensor after the fill: (what it
+        # was taken from, how, the detach's line, the fill's, the name of an alias found by
+        # its storage, the read's)
+        self.aliases: dict[int, tuple[Any, Any, str, Line | None]] = {}
+        self.filled: dict[int, tuple[Any, str, Line | None, Line | None, str | None]] = {}
+        self.filled_reads: list[tuple[Any, str, Line | None, Line | None, str | None,
+                                      Line | None]] = []
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
         # the user's stack there): read by the pre-hook, kept for the forward hook
         self._stacks: dict[int, tuple[FrameType, tuple[Line, ...]]] = {}
@@ -423,6 +433,48 @@ class Recording:
                 copy_of = same if exact and len(inputs) == 1 else None
         if sources:
             self._made_from[id(out)] = (weakref.ref(out), sources, copy_of)
+
+    def note_alias(self, out: torch.Tensor, source: torch.Tensor, how: str) -> None:
+        """``out = source.detach()`` (or ``.data``) of data, in the step's own code."""
+        if len(self.aliases) > 256:
+            self.aliases = {k: v for k, v in self.aliases.items() if v[0]() is not None}
+        self.aliases[id(out)] = (weakref.ref(out), weakref.ref(source), how, user_line(3))
+
+    def note_fill(self, target: Any) -> None:
+        """``target`` filled in place with fresh values: where it is such an alias, what it
+        was taken from now holds them. An alias taken before the recording began is found by
+        the names of the step's own frame: another tensor it binds with the same storage,
+        offset, shape and strides (``noise`` and ``net_input_saved``, of
+        ``noise = net_input_saved.detach()`` run before the optimizer was built)."""
+        if not isinstance(target, torch.Tensor):
+            return
+        entry = self.aliases.get(id(target))
+        source = entry[1]() if entry is not None and entry[0]() is target else None
+        if source is not None and source is not target:
+            self.filled[id(source)] = (entry[1], entry[2], entry[3], user_line(3), None)
+            return
+        frame = step_frame(3) if not self.calling else None
+        if frame is None:
+            return
+        names = {**frame.f_globals, **frame.f_locals}
+        alias = next((n for n, v in names.items() if v is target), None)
+        if alias is None:
+            return
+        for value in names.values():
+            if isinstance(value, torch.Tensor) and value is not target and \
+                    not value.requires_grad and value.shape == target.shape and \
+                    value.data_ptr() == target.data_ptr() and \
+                    value.stride() == target.stride():
+                self.filled[id(value)] = (weakref.ref(value), ".detach()", None, user_line(3),
+                                          alias)
+
+    def note_filled_reads(self, inputs: list[torch.Tensor]) -> None:
+        """A call of the step's reads ``inputs``: those filled through an alias are read."""
+        for t in inputs:
+            entry = self.filled.get(id(t))
+            if entry is not None and entry[0]() is t:
+                self.filled_reads.append((*entry, user_line(3)))
+                del self.filled[id(t)]
 
     def cuts_behind(self, t: torch.Tensor) -> frozenset[int]:
         """The nodes (by ``id``) every ``.detach()`` of this call cut whose output ``t`` is,

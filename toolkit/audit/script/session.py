@@ -283,6 +283,7 @@ class Watch(ModuleCalls, GradientAccess):
                 copies.snapshots(self, self.staged.rec.alias_differences)
                 copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
                 copies.moved_toward_itself(self, self.staged.rec.alias_moves)
+                copies.filled(self, self.staged.rec.filled_reads)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
         # names a network's tensors, or the network), nor withdrew (a target whose gradient
         # was cleared before a step used it, as a perturbation's attack loss leaves it in the
@@ -699,6 +700,7 @@ class Watch(ModuleCalls, GradientAccess):
             copies.snapshots(self, self.staged.rec.alias_differences)
             copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
             copies.moved_toward_itself(self, self.staged.rec.alias_moves)
+            copies.filled(self, self.staged.rec.filled_reads)
         if self.scheduled:
             # a freeze is a clear the step sees: a tensor a later backward() wrote into again
             # reaches it with part of the gradient of its update, the rest lost to the clear

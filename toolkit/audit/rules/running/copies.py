@@ -18,7 +18,7 @@ from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.kept_in_sync import swap_call
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["aliased", "kept_in_sync", "moved_toward_itself", "shallow", "snapshot",
+__all__ = ["aliased", "filled", "kept_in_sync", "moved_toward_itself", "shallow", "snapshot",
            "snapshots"]
 
 
@@ -279,6 +279,45 @@ def snapshots(w: WatchState, differences: list, *, restores: bool = False) -> No
             advice=f"make {what} a copy where it is taken (copy.deepcopy(model.state_dict()), "
                    f"p.detach().clone())",
             step=w.step_events - 1, concerned=keys))
+
+
+def filled(w: WatchState, reads: list) -> None:
+    """A ``.detach()`` (or ``.data``) of data, taken for a buffer of fresh values without a
+    copy (``noise = x.detach()``, then ``noise.normal_()``): it shares ``x``'s storage, so the
+    fill overwrites ``x``, and the script reads ``x`` after it (``x + sigma * noise``, Deep
+    Image Prior's input regularisation; a batch of noise samples beside the data they were
+    taken from). Recorded by the staged recording; ``reads`` is drained. The edit makes the
+    assignment that took the alias take a copy (``x.detach().clone()``), as drawing into a
+    tensor of its own does (``torch.randn_like(x)``)."""
+    found, reads[:] = list(reads), []
+    for source_ref, how, taken, fill, alias, read in found:
+        source = source_ref()
+        where = taken or fill
+        if where is None or where.path is None:
+            continue
+        alias = alias or S.assigned_name(where.path, where.number)
+        fix = w.fixes.copy_snapshot(where.path, alias) if alias else None
+        if (where.path, alias) in w.fills_found:
+            continue
+        w.fills_found.add((where.path, alias))
+        name = (w.bound_name(source) if source is not None else None) or "the data"
+        places = [(taken.path, taken.number)] if taken is not None else \
+            [(where.path, fix[0])] if fix is not None else []
+        places += [(line.path, line.number) for line in (fill, read)
+                   if line is not None and line.path]
+        at = tuple(Site(path, number, None).shown() for path, number in dict.fromkeys(places))
+        held = f"`{alias}`" if alias else f"a `{how}` of {name}"
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"{held} shares its storage with `{name}` (`{how}` cuts without a copy): "
+            f"filling it in place with fresh values overwrites `{name}`, which the script "
+            f"reads after the fill{f' (line {read.number})' if read is not None else ''}, "
+            f"so it reads those values, not its own",
+            ((alias,) if alias else ()) + (name,), ((alias,) if alias else ()) + (name,), at,
+            tuple(fix[1]) if fix is not None else (),
+            advice=f"take a copy where the alias is made ({name}{how}.clone()), or draw into "
+                   f"a tensor of its own (torch.randn_like({name}))",
+            step=w.step_events - 1, concerned=("*",)))
 
 
 def snapshot(w: WatchState) -> None:

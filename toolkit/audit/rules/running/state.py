@@ -332,6 +332,8 @@ class WatchState:
         # and that weight, kept over the run; those a finding named
         self.masks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.masks_named: set[int] = set()
+        # the lines of the aliases of data filled in place a finding named
+        self.fills_found: set[tuple[str, int]] = set()
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
