@@ -516,6 +516,8 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
             rec.one_to_one.add(id(out.grad_fn))
         if name in _DIFFERENCES and not bool(out.detach().ne(0).any()):
             rec.zero_reads.add(id(out.grad_fn))
+        if name in _DIFFERENCES and cut_input.numel() == 1 < out.numel():
+            rec.reference_reads.add(id(out.grad_fn))
         if any(t.grad_fn is None and t.requires_grad for t in inputs) or (
                 rec.calling and rec.inside_forward(tuple(cuts.values()))):
             # read by a layer with weights that train, or with a graph inside the forward

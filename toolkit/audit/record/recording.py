@@ -357,6 +357,8 @@ class Recording:
         # of their nodes, the differences that are zero everywhere (``x - x.detach()``: GRPO's
         # ratio, DiCE's magic box, a value read against its own cut copy)
         self.zero_reads: set[int] = set()
+        # and those to one cut value broadcast against many (a reference point: KTO's KL)
+        self.reference_reads: set[int] = set()
         # ``.detach()`` (or ``.data``) of data the step's own code holds, by the result's id:
         # the result, what it was taken from, how, and where (it shares that storage); those
         # of them filled in place since with fresh values (``noise.normal_()``), by the id of
@@ -761,6 +763,7 @@ class Recording:
         self.cancelled.clear()
         self.one_to_one.clear()
         self.zero_reads.clear()
+        self.reference_reads.clear()
         self.derivatives.clear()
         self.made_inside.clear()
         self.marks.append(self.sequence())

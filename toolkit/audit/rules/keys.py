@@ -178,10 +178,12 @@ def _ranked(graph: Graph, start: int, rec: Any, cuts: tuple) -> bool:
     a loss through a ranking (:data:`_RANKS`), with only what :data:`_TO_RANK` names between
     them (not a distance, not a layer: a difference a network reads on is its input), within
     :data:`_JOINED` nodes above it; not where it is zero everywhere, nor where the cut value
-    was computed from the other side (a shift by its maximum)."""
+    was computed from the other side (a shift by its maximum) or is one value broadcast
+    against many (a reference point: KTO's estimate of the KL, a batch's mean)."""
     node = graph.search.nodes[start]
     live = [_past_views(n) for n in _inputs(node)]
-    if node_label(node) != "Sub" or start in rec.zero_reads or len(live) != 1:
+    if node_label(node) != "Sub" or start in rec.zero_reads or start in rec.reference_reads \
+            or len(live) != 1:
         return False
     for _, how, origin in cuts:
         made = _past_views(origin.grad_fn) if how == "detach" and origin.grad_fn else None
