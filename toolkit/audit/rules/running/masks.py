@@ -29,7 +29,6 @@ from toolkit.audit.record.frames import Site
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.not_parameters import made_at
 from toolkit.audit.rules.running.state import WatchState
-from toolkit.lens.backward_graph import node_label
 
 __all__ = ["note", "trained"]
 
@@ -44,7 +43,7 @@ def note(w: WatchState, graph: Graph) -> None:
     one of zeros and ones and the other not, kept as a mask and the weight it multiplies (for
     the run: a mask of a phase's first step stays one when it has moved)."""
     for node in graph.nodes.values():
-        if node_label(node) != "Mul":
+        if type(node).__name__ != "MulBackward0":   # read per node of every audited graph
             continue
         below = [n for n, _ in node.next_functions if n is not None]
         leaves = [getattr(n, "variable", None) for n in below]
