@@ -86,8 +86,9 @@ class Kind(enum.StrEnum):
     FROZEN = "frozen", True, "held by an optimizer, requires_grad switched off mid-run"
     UNLEARNED = "unlearned", True, ("a layer's buffer or plain tensor that nothing writes, beside "
                                     "a parameter of the same role for the layer's other half "
-                                    "(weight_sigma beside bias_sigma): a learned tensor no "
-                                    "gradient reaches")
+                                    "(weight_sigma beside bias_sigma), or that only a clamp "
+                                    "writes (CLIP's logit scale): a learned tensor no gradient "
+                                    "reaches")
     TRAINED_MASK = "trained_mask", True, ("a parameter of zeros and ones multiplied into a "
                                           "weight of its shape (a pruning mask), stepped by an "
                                           "optimizer with a gradient")

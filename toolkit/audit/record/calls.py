@@ -167,7 +167,9 @@ class CallWatch(TorchFunctionMode):
                 rec.cut_values[id(out)] = (weakref.ref(out), (
                     (here, "detach", Edge(source.grad_fn, source.output_nr)),))
             return out
-        if args and name in _FILLS:
+        if args and name in _BOUNDS:
+            rec.note_bound(args[0])
+        elif args and name in _FILLS:
             rec.note_fill(args[0])
         elif rec.filled and name not in _VALUE_FREE and name not in _NO_VALUES:
             rec.note_filled_reads([*tensors_in(args), *tensors_in(kwargs.values())])
@@ -425,6 +427,8 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
 #: in-place writes of fresh values, whatever the tensor held
 _FILLS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_",
                     "geometric_", "cauchy_", "log_normal_", "fill_", "zero_"})
+#: bounds written in place
+_BOUNDS = frozenset({"clamp_", "clamp_min_", "clamp_max_", "clip_"})
 #: calls that read no values of a tensor: its attributes, its sizes
 _NO_VALUES = frozenset({"__get__", "size", "dim", "numel", "stride", "data_ptr", "element_size",
                         "is_floating_point", "is_complex", "is_contiguous", "__len__"})

@@ -367,6 +367,9 @@ class Recording:
         # its storage, the read's)
         self.aliases: dict[int, tuple[Any, Any, str, Line | None]] = {}
         self.filled: dict[int, tuple[Any, str, Line | None, Line | None, str | None]] = {}
+        # tensors the script bounds in place (``clamp_``) that no optimizer holds, by storage
+        # and shape: the tensor and where (kept over the run)
+        self.bounded: dict[tuple[int, tuple[int, ...]], tuple[Any, Line | None]] = {}
         self.filled_reads: list[tuple[Any, str, Line | None, Line | None, str | None,
                                       Line | None]] = []
         # id(frame) -> (the frame of torch's Module._call_impl that runs a module call's hooks,
@@ -469,6 +472,15 @@ class Recording:
                     value.stride() == target.stride():
                 self.filled[id(value)] = (weakref.ref(value), ".detach()", None, user_line(3),
                                           alias)
+
+    def note_bound(self, target: Any) -> None:
+        """``target.clamp_(...)``: kept where no optimizer holds its storage and it does not
+        require grad (a learned value bounds itself as a parameter)."""
+        if isinstance(target, torch.Tensor) and not target.requires_grad and \
+                target.is_floating_point() and id(target) not in self.watched and \
+                self.storage.get(storage_key(target)) is None:
+            self.bounded.setdefault((target.data_ptr(), tuple(target.shape)),
+                                    (weakref.ref(target), user_line(3)))
 
     def note_filled_reads(self, inputs: list[torch.Tensor]) -> None:
         """A call of the step's reads ``inputs``: those filled through an alias are read."""

@@ -15,7 +15,8 @@ the optimizer built from ``parameters()`` never holds them though a loss trains 
 - Tensors or modules a module keeps in a plain ``list`` or ``dict``
   (:func:`in_plain_containers`).
 - A layer's tensor kept a buffer or a plain tensor beside a learned sibling of its role
-  (``unlearned``, :func:`beside_learned_siblings`)."""
+  (``unlearned``, :func:`beside_learned_siblings`), or one only a clamp of the script's writes
+  (:func:`bounded_constants`)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ from toolkit.audit.result import plural
 from toolkit.audit.rules.running.param_group import group
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["beside_learned_siblings", "free_parameters", "in_plain_containers", "made_at",
-           "plain_tensors"]
+__all__ = ["beside_learned_siblings", "bounded_constants", "free_parameters",
+           "in_plain_containers", "made_at", "plain_tensors"]
 
 
 def free_parameters(w: WatchState, stepped: dict[int, int]) -> None:
@@ -242,55 +243,113 @@ def beside_learned_siblings(w: WatchState, stepped: dict[int, int]) -> None:
     A failure per layer class and tensor, found at the second audited iteration that sees
     it, at the line that makes it; the edit makes it a parameter there
     (``self.register_buffer("b", v)`` -> ``self.b = nn.Parameter(v)``)."""
-    found: dict[tuple[type, str], list[tuple[str, str, str, int]]] = {}
+    found: dict[tuple[type, str], list[tuple[str, str, int, str]]] = {}
     for network, root in w.called_networks():
         if not any(id(p) in stepped for p in network.parameters()):
             continue
         for path, module in network.named_modules():
-            kept = {n: (b, "a buffer") for n, b in module._buffers.items() if b is not None}
-            kept.update({n: (v, "a plain tensor") for n, v in vars(module).items()
-                         if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)
-                         and not n.startswith("_")})
-            for name, (tensor, how) in kept.items():
+            for name, (tensor, how) in _kept(module).items():
                 sibling = _sibling(name)
                 learned = module._parameters.get(sibling) if sibling is not None else None
                 if learned is None or id(learned) not in stepped or \
-                        not w.ledger.live.get(id(learned)) or tensor.requires_grad or \
-                        not tensor.is_floating_point():
+                        not w.ledger.live.get(id(learned)) or not _unwritten(w, tensor):
                     continue
-                seen = w.sibling_seen.setdefault(
-                    id(tensor), (tensor, tensor.detach().clone(), w.iteration))
-                if seen[0] is not tensor or seen[2] == w.iteration or \
-                        not torch.equal(seen[1], tensor.detach()):
-                    continue   # another tensor now, seen first in this iteration, or written
-                at = f"{root}.{path}.{name}" if path else f"{root}.{name}"
                 found.setdefault((type(module), name), []).append(
-                    (at, how, sibling, stepped[id(learned)]))
+                    (_path(root, path, name), how, stepped[id(learned)], sibling))
     for (cls, name), tensors in found.items():
-        shown = tuple(t[0] for t in tensors)
-        if any(f.kind == "unlearned" and f.tensors == shown for f in w.findings.values()):
-            continue   # found at an earlier iteration
-        _, how, sibling, index = tensors[0]
-        made = _registered_at(cls, name) if how == "a buffer" else made_at(cls, name)
-        edit = None if made is None else w.fixes.buffer_as_parameter(*made) \
-            if how == "a buffer" else w.fixes.as_parameter(*made)
-        # the edit puts it among the tensors the optimizer holds: from that optimizer's
-        # first step on, the positions of those tensors move
-        step = next((i for i, e in enumerate(sorted(w.step_optimizer))
-                     if w.step_optimizer[e] == index), w.step_events - 1)
-        opt = w.assigned(w.built_at.get(id(w.optimizers[index])))
-        stepper = f"`{opt}`" if opt else "an optimizer"
-        w.add(ScriptFinding(
-            "unlearned", w.iteration,
-            f"`{cls.__name__}.{name}` is {how} that nothing writes, beside `{sibling}`, a "
-            f"parameter {stepper} steps: the layer learns the role for one half and keeps "
-            f"the other at its first values (no gradient reaches {how}, and parameters() "
-            f"does not hold it)",
-            shown, shown, () if made is None else (Site(made[0], made[1].lineno, None).shown(),),
-            () if edit is None else (edit,),
-            advice=f"make {name} a parameter where it is made (nn.Parameter(...)); if it is "
-                   f"meant to stay fixed, keep {sibling} fixed as well",
-            step=step, concerned=("*",)))
+        how, index, sibling = tensors[0][1:]
+        _unlearned(w, cls, name, tensors, index,
+                   f"`{cls.__name__}.{name}` is {how} that nothing writes, beside `{sibling}`, "
+                   f"a parameter {{stepper}} steps: the layer learns the role for one half and "
+                   f"keeps the other at its first values",
+                   f"if it is meant to stay fixed, keep {sibling} fixed as well")
+
+
+def bounded_constants(w: WatchState, stepped: dict[int, int]) -> None:
+    """A learned scalar kept as a plain tensor or a buffer, which the script bounds in place
+    (``model.logit_scale.clamp_(0, math.log(100))`` after each step, CLIP's in open_clip;
+    ``self.temp.clamp_(0.001, 0.5)`` in the forward, ALBEF's): a tensor of a network an
+    optimizer steps, no gradient reaches it, and between two audited iterations only a clamp
+    wrote it (its values did not change). A bound is for a value that moves: the method learns
+    it (the published models make it an ``nn.Parameter``). A clamp of data (an adversarial
+    example) or of a buffer something else moves (a running variance, floored after its
+    update) is none. A failure at the line that makes it and at the clamp; the edit makes it
+    a parameter where it is made."""
+    rec = w.staged.rec
+    bounds = [] if rec is None else [(t, line) for ref, line in rec.bounded.values()
+                                      if (t := ref()) is not None]
+    if not bounds:
+        return
+    found: dict[tuple[type, str], list[tuple[str, str, int, object]]] = {}
+    for network, root in w.called_networks():
+        held = [stepped[id(p)] for p in network.parameters() if id(p) in stepped]
+        if not held:
+            continue
+        for path, module in network.named_modules():
+            for name, (tensor, how) in _kept(module).items():
+                line = next((line for t, line in bounds if t.data_ptr() == tensor.data_ptr()
+                             and t.shape == tensor.shape), None)
+                if line is not None and _unwritten(w, tensor):
+                    found.setdefault((type(module), name), []).append(
+                        (_path(root, path, name), how, min(held), line))
+    for (cls, name), tensors in found.items():
+        how, index, line = tensors[0][1:]
+        _unlearned(w, cls, name, tensors, index,
+                   f"`{cls.__name__}.{name}` is {how} that only the script's clamp writes "
+                   f"(line {line.number}), in a network {{stepper}} steps: a bound is for a "
+                   f"value that learns", "if it is meant to stay fixed, the clamp does nothing",
+                   (Site(line.path, line.number, None).shown(),))
+
+
+def _kept(module: nn.Module) -> dict[str, tuple[torch.Tensor, str]]:
+    """The tensors ``module`` keeps out of its parameters, floating and not requiring grad:
+    its buffers and its plain tensor attributes, by name, with which they are."""
+    kept = {n: (b, "a buffer") for n, b in module._buffers.items() if b is not None}
+    kept.update({n: (v, "a plain tensor") for n, v in vars(module).items()
+                 if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)
+                 and not n.startswith("_")})
+    return {n: (t, how) for n, (t, how) in kept.items()
+            if t.is_floating_point() and not t.requires_grad}
+
+
+def _unwritten(w: WatchState, tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` was seen at an earlier audited iteration with the values it holds
+    now (first seen now: not yet)."""
+    seen = w.kept_seen.setdefault(id(tensor), (tensor, tensor.detach().clone(), w.iteration))
+    return seen[0] is tensor and seen[2] != w.iteration and torch.equal(seen[1], tensor.detach())
+
+
+def _path(root: str, path: str, name: str) -> str:
+    return f"{root}.{path}.{name}" if path else f"{root}.{name}"
+
+
+def _unlearned(w: WatchState, cls: type, name: str, tensors: list, index: int, why: str,
+               otherwise: str, at: tuple[str, ...] = ()) -> None:
+    """The ``unlearned`` failure of ``cls.name`` (``tensors``: the layers' paths first, then
+    how it is kept), made a parameter where it is made; ``why`` has a ``{stepper}`` for the
+    optimizer ``index`` (of the network it belongs to) and ``otherwise`` says what keeping
+    it fixed asks."""
+    shown = tuple(t[0] for t in tensors)
+    if any(f.kind == "unlearned" and f.tensors == shown for f in w.findings.values()):
+        return   # found at an earlier iteration
+    how = tensors[0][1]
+    made = _registered_at(cls, name) if how == "a buffer" else made_at(cls, name)
+    edit = None if made is None else w.fixes.buffer_as_parameter(*made) \
+        if how == "a buffer" else w.fixes.as_parameter(*made)
+    # the edit puts it among the tensors the optimizer holds: from that optimizer's first
+    # step on, the positions of those tensors move
+    step = next((i for i, e in enumerate(sorted(w.step_optimizer))
+                 if w.step_optimizer[e] == index), w.step_events - 1)
+    opt = w.assigned(w.built_at.get(id(w.optimizers[index])))
+    w.add(ScriptFinding(
+        "unlearned", w.iteration,
+        why.format(stepper=f"`{opt}`" if opt else "an optimizer")
+        + f" (no gradient reaches {how}, and parameters() does not hold it)",
+        shown, shown,
+        (() if made is None else (Site(made[0], made[1].lineno, None).shown(),)) + at,
+        () if edit is None else (edit,),
+        advice=f"make {name} a parameter where it is made (nn.Parameter(...)); {otherwise}",
+        step=step, concerned=("*",)))
 
 
 def _registered_at(cls: type, name: str) -> tuple[str, ast.Call, str] | None:

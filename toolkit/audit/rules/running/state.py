@@ -324,10 +324,10 @@ class WatchState:
         # iteration (one the script then moves itself is trained by hand, see
         # :mod:`~toolkit.audit.rules.running.unstepped`)
         self.plain_values: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        # buffers and plain tensors of a layer beside a learned sibling of their role
-        # (:func:`~.not_parameters.beside_learned_siblings`), by id: the tensor, its values
-        # and the iteration when first seen, kept over the run
-        self.sibling_seen: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
+        # buffers and plain tensors of networks an optimizer steps, read by the rules of
+        # learned tensors kept out of parameters (:mod:`~.not_parameters`), by id: the tensor,
+        # its values and the iteration when first seen, kept over the run
+        self.kept_seen: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
         # masks a loss multiplied into a weight of their shape (:mod:`~.masks`), by id: the mask
         # and that weight, kept over the run; those a finding named
         self.masks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}

@@ -21,6 +21,7 @@ from toolkit.audit.rules.running import copies
 from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.not_parameters import (
     beside_learned_siblings,
+    bounded_constants,
     free_parameters,
     in_plain_containers,
     plain_tensors,
@@ -51,6 +52,7 @@ def end_of_iteration(w: WatchState) -> None:
     free_parameters(w, stepped)
     plain_tensors(w, stepped)
     beside_learned_siblings(w, stepped)
+    bounded_constants(w, stepped)
     # a gradient an optimizer holding the tensor stepped already: the last of an earlier loop,
     # or of an optimizer the script has just replaced by a fresh one not yet stepped (a new
     # Adam for each generation of AlphaZero's network, built before its first backward)
