@@ -357,6 +357,23 @@ def _registered_at(cls: type, name: str) -> tuple[str, ast.Call, str] | None:
     buffer ``name`` (``self.register_buffer("name", value)``, a statement of its own in a
     method): the file, the call and how that file spells ``nn.Parameter``; ``None`` when it
     is not one such call, or the file imports no name for ``Parameter``."""
+    found = _user_class(cls)
+    if found is None:
+        return None
+    klass, path, tree, _ = found
+    calls = [st.value for node in ast.walk(tree)
+             if isinstance(node, ast.ClassDef) and node.name == klass.__name__
+             for st in ast.walk(node) if isinstance(st, ast.Expr)
+             and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute)
+             and st.value.func.attr == "register_buffer" and st.value.args
+             and isinstance(st.value.args[0], ast.Constant) and st.value.args[0].value == name]
+    spelled = _parameter_name(tree)
+    return (path, calls[0], spelled) if len(calls) == 1 and spelled is not None else None
+
+
+def _user_class(cls: type) -> tuple[type, str, ast.Module, str] | None:
+    """The first class of the user's in ``cls``'s bases, itself first, whose file parses: the
+    class, its file, the file's tree and text; ``None`` where none is."""
     for klass in cls.__mro__:
         if klass in (nn.Module, object):
             break
@@ -365,20 +382,8 @@ def _registered_at(cls: type, name: str) -> tuple[str, ast.Call, str] | None:
         except (TypeError, OSError):
             continue
         parsed = S.syntax_tree(path) if path is not None and is_user(path) else None
-        if parsed is None:
-            continue
-        tree, _ = parsed
-        calls = [st.value for node in ast.walk(tree)
-                 if isinstance(node, ast.ClassDef) and node.name == klass.__name__
-                 for st in ast.walk(node) if isinstance(st, ast.Expr)
-                 and isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Attribute)
-                 and st.value.func.attr == "register_buffer" and st.value.args
-                 and isinstance(st.value.args[0], ast.Constant)
-                 and st.value.args[0].value == name]
-        spelled = _parameter_name(tree)
-        if len(calls) == 1 and spelled is not None:
-            return path, calls[0], spelled
-        return None
+        if parsed is not None:
+            return klass, path, *parsed
     return None
 
 
@@ -458,29 +463,17 @@ def made_at(cls: type, attr: str) -> tuple[str, ast.expr, str] | None:
     attribute ``attr`` (``self.bias = torch.empty(n, requires_grad=True)`` in a method): the
     file, the assigned expression and how that file spells ``nn.Parameter``; ``None`` when
     it is not one such assignment, or the file imports no name for ``Parameter``."""
-    for klass in cls.__mro__:
-        if klass in (nn.Module, object):
-            break
-        try:
-            path = inspect.getsourcefile(klass)
-        except (TypeError, OSError):
-            continue
-        if path is None or not is_user(path):
-            continue
-        parsed = S.syntax_tree(path)
-        if parsed is None:
-            continue
-        tree, text = parsed
-        values = [v for node in ast.walk(tree)
-                  if isinstance(node, ast.ClassDef) and node.name == klass.__name__
-                  for v in _assigned(node, attr)]
-        # the one that makes it require grad, where the class assigns it more than once
-        made = [v for v in values if "requires_grad" in S.segment(text, v)] or values[:1]
-        spelled = _parameter_name(tree)
-        if len(made) == 1 and spelled is not None:
-            return path, made[0], spelled
+    found = _user_class(cls)
+    if found is None:
         return None
-    return None
+    klass, path, tree, text = found
+    values = [v for node in ast.walk(tree)
+              if isinstance(node, ast.ClassDef) and node.name == klass.__name__
+              for v in _assigned(node, attr)]
+    # the one that makes it require grad, where the class assigns it more than once
+    made = [v for v in values if "requires_grad" in S.segment(text, v)] or values[:1]
+    spelled = _parameter_name(tree)
+    return (path, made[0], spelled) if len(made) == 1 and spelled is not None else None
 
 
 def _assigned(node: ast.ClassDef, attr: str) -> list[ast.expr]:
