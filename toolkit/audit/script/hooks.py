@@ -351,11 +351,13 @@ def installed(watch: Watch) -> Iterator[Watch]:
     finally:
         for h in handles:
             h.remove()
-        watch.close()
-        watch.grad_property = None
-        for owner, name, old in reversed(undo):
-            if old is None:
-                if name in vars(owner):   # ``Tensor.grad`` is there only while recorded
-                    delattr(owner, name)
-            else:
-                setattr(owner, name, old)
+        try:
+            watch.close()
+        finally:   # torch as it was, even where the closing rules raise
+            watch.grad_property = None
+            for owner, name, old in reversed(undo):
+                if old is None:
+                    if name in vars(owner):   # ``Tensor.grad`` is there only while recorded
+                        delattr(owner, name)
+                else:
+                    setattr(owner, name, old)
