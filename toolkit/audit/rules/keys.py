@@ -189,18 +189,8 @@ def _ranked(graph: Graph, start: int, rec: Any, cuts: tuple) -> bool:
         made = _past_views(origin.grad_fn) if how == "detach" and origin.grad_fn else None
         if made is not None and made is not live[0] and _below(made, live[0], _JOINED):
             return False
-    todo, seen = deque([(start, 0)]), {start}
-    while todo:
-        k, depth = todo.popleft()
-        label = node_label(graph.search.nodes[k])
-        if k != start and label in _RANKS:
-            return True
-        if depth < _JOINED and (k == start or label in _TO_RANK):
-            for c in graph.callers.get(k, ()):
-                if c not in seen and c in graph.search.nodes:
-                    seen.add(c)
-                    todo.append((c, depth + 1))
-    return False
+    return _above(graph, start, _JOINED, lambda n: node_label(n) in _RANKS,
+                  through=lambda n: node_label(n) in _TO_RANK) is not None
 
 
 def _below(node: Any, wanted: Any, within: int) -> bool:
@@ -230,16 +220,18 @@ def _under_softmax(graph: Graph, start: int) -> bool:
     return _above(graph, start, _REACH, lambda node: node_label(node) in _SOFTMAX) is not None
 
 
-def _above(graph: Graph, start: int, within: int, wanted: Callable[[Any], bool]) -> int | None:
+def _above(graph: Graph, start: int, within: int, wanted: Callable[[Any], bool],
+           through: Callable[[Any], bool] | None = None) -> int | None:
     """The nearest node above node ``start`` (toward the loss, ``start`` itself left out),
-    within ``within`` nodes of it, that is ``wanted``; ``None``."""
+    within ``within`` nodes of it, that is ``wanted``, found only past nodes that are
+    ``through`` (any, where ``None``); ``None``."""
     nodes = graph.search.nodes
     todo, seen = deque([(start, 0)]), {start}
     while todo:
         k, depth = todo.popleft()
         if k != start and wanted(nodes[k]):
             return k
-        if depth < within:
+        if depth < within and (k == start or through is None or through(nodes[k])):
             for c in graph.callers.get(k, ()):
                 if c not in seen and c in nodes:
                     seen.add(c)
