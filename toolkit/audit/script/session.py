@@ -280,10 +280,7 @@ class Watch(ModuleCalls, GradientAccess):
             copies.kept_in_sync(self)
             copies.shallow(self)
             if self.staged.rec is not None:
-                copies.snapshots(self, self.staged.rec.alias_differences)
-                copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
-                copies.moved_toward_itself(self, self.staged.rec.alias_moves)
-                copies.filled(self, self.staged.rec.filled_reads)
+                copies.recorded(self, self.staged.rec)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch
         # names a network's tensors, or the network), nor withdrew (a target whose gradient
         # was cleared before a step used it, as a perturbation's attack loss leaves it in the
@@ -697,10 +694,7 @@ class Watch(ModuleCalls, GradientAccess):
         self.retained_reads.clear()
         at_step.moved(self, index, event, stepped)
         if self.staged.rec is not None:
-            copies.snapshots(self, self.staged.rec.alias_differences)
-            copies.snapshots(self, self.staged.rec.alias_restores, restores=True)
-            copies.moved_toward_itself(self, self.staged.rec.alias_moves)
-            copies.filled(self, self.staged.rec.filled_reads)
+            copies.recorded(self, self.staged.rec)
         if self.scheduled:
             # a freeze is a clear the step sees: a tensor a later backward() wrote into again
             # reaches it with part of the gradient of its update, the rest lost to the clear

@@ -18,8 +18,8 @@ from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.kept_in_sync import swap_call
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["aliased", "filled", "kept_in_sync", "moved_toward_itself", "shallow", "snapshot",
-           "snapshots"]
+__all__ = ["aliased", "filled", "kept_in_sync", "moved_toward_itself", "recorded", "shallow",
+           "snapshot", "snapshots"]
 
 
 def aliased(w: WatchState) -> None:
@@ -279,6 +279,17 @@ def snapshots(w: WatchState, differences: list, *, restores: bool = False) -> No
             advice=f"make {what} a copy where it is taken (copy.deepcopy(model.state_dict()), "
                    f"p.detach().clone())",
             step=w.step_events - 1, concerned=keys))
+
+
+def recorded(w: WatchState, rec: Any) -> None:
+    """What the staged recording ``rec`` saw of snapshots and aliases, judged at a step and at
+    the end: differences of a snapshot and what it was taken from, restores from one, moves
+    toward itself (:func:`snapshots`, :func:`moved_toward_itself`) and data filled through an
+    alias (:func:`filled`)."""
+    snapshots(w, rec.alias_differences)
+    snapshots(w, rec.alias_restores, restores=True)
+    moved_toward_itself(w, rec.alias_moves)
+    filled(w, rec.filled_reads)
 
 
 def filled(w: WatchState, reads: list) -> None:
