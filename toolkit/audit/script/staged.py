@@ -95,11 +95,9 @@ class Staged:
         self.entered = False
         # the recording's patches of classes, held from its first entry to :meth:`close`
         self._patches: contextlib.ExitStack | None = None
-        # (iteration, step, the loss's label, the names the user's frames bind to tensors
-        # with a graph there, what the rules found)
-        self.audits: list[tuple[int, int, str, frozenset[str], StepAudit]] = []
-        # the index of the backward() of each of them (the ledger's source)
-        self.indices: list[int] = []
+        # (iteration, step, the backward's index (its ledger source's), the loss's label, the
+        # names the user's frames bind to tensors with a graph there, what the rules found)
+        self.audits: list[tuple[int, int, int, str, frozenset[str], StepAudit]] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         # a cut's edit -> the forms of the value its expression held (fixes.edits.skeleton)
         self.seen: dict[Edit, set[str]] = {}
@@ -235,8 +233,7 @@ class Staged:
         if not audit.ok:
             graphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
                                 and (v.grad_fn is not None or v.requires_grad))
-            self.audits.append((iteration, step, label, graphed, audit))
-            self.indices.append(index)
+            self.audits.append((iteration, step, index, label, graphed, audit))
             self._see(audit, frame)
 
     def _see(self, audit: StepAudit, frame: FrameType | None) -> None:
@@ -274,7 +271,7 @@ class Staged:
         taken = set(their_tensors)
         by_name = {name: key for key, name in self.names.tensors.items()}
         out: dict[tuple, ScriptFinding] = {}
-        for (iteration, step, label, graphed, audit), index in zip(self.audits, self.indices):
+        for iteration, step, index, label, graphed, audit in self.audits:
             for group in _FAILURES:
                 for found in getattr(audit, group):
                     if isinstance(found, CutKeys) and found.ranked and used is not None \
