@@ -192,8 +192,7 @@ def plain_tensors(w: WatchState, stepped: dict[int, int]) -> None:
             # the edit puts them in the network's parameters, among the tensors the
             # optimizer holds: from its first step the positions of those tensors move
             concerned = ("*",)
-            step = next((i for i, e in enumerate(sorted(w.step_optimizer))
-                          if w.step_optimizer[e] == index), w.step_events - 1)
+            step = _first_step(w, index)
         srcs = {s for k, _, _, _, _ in tensors for s in w.ledger.live[k] if s.site is not None}
         at += sorted({s.site.shown() for s in srcs})
         holders = sorted({type(m).__name__ for _, _, _, m, _ in tensors})
@@ -319,6 +318,13 @@ def _unwritten(w: WatchState, tensor: torch.Tensor) -> bool:
     return seen[0] is tensor and seen[2] != w.iteration and torch.equal(seen[1], tensor.detach())
 
 
+def _first_step(w: WatchState, index: int) -> int:
+    """The number of optimizer ``index``'s first step of the run (the last step's, where it
+    never stepped)."""
+    return next((i for i, e in enumerate(sorted(w.step_optimizer))
+                 if w.step_optimizer[e] == index), w.step_events - 1)
+
+
 def _path(root: str, path: str, name: str) -> str:
     return f"{root}.{path}.{name}" if path else f"{root}.{name}"
 
@@ -338,8 +344,7 @@ def _unlearned(w: WatchState, cls: type, name: str, tensors: list, index: int, w
         if how == "a buffer" else w.fixes.as_parameter(*made)
     # the edit puts it among the tensors the optimizer holds: from that optimizer's first
     # step on, the positions of those tensors move
-    step = next((i for i, e in enumerate(sorted(w.step_optimizer))
-                 if w.step_optimizer[e] == index), w.step_events - 1)
+    step = _first_step(w, index)
     opt = w.assigned(w.built_at.get(id(w.optimizers[index])))
     w.add(ScriptFinding(
         "unlearned", w.iteration,
