@@ -422,8 +422,6 @@ def holders(tensor: torch.Tensor) -> list[tuple[str, str]]:
     return out
 
 
-#: operations whose result holds none of their input's values (its shape, dtype and device
-#: only): under no_grad they cut nothing
 #: in-place writes of fresh values, whatever the tensor held
 _FILLS = frozenset({"normal_", "uniform_", "random_", "bernoulli_", "exponential_",
                     "geometric_", "cauchy_", "log_normal_", "fill_", "zero_"})
@@ -432,6 +430,8 @@ _BOUNDS = frozenset({"clamp_", "clamp_min_", "clamp_max_", "clip_"})
 #: calls that read no values of a tensor: its attributes, its sizes
 _NO_VALUES = frozenset({"__get__", "size", "dim", "numel", "stride", "data_ptr", "element_size",
                         "is_floating_point", "is_complex", "is_contiguous", "__len__"})
+#: operations whose result holds none of their input's values (its shape, dtype and device
+#: only): under no_grad they cut nothing
 _VALUE_FREE = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
                          "randn_like", "randint_like", "new_zeros", "new_ones", "new_empty",
                          "new_full"})

@@ -40,8 +40,8 @@ def _binary(t: torch.Tensor) -> bool:
 
 def note(w: WatchState, graph: Graph) -> None:
     """At an audited ``backward()``: each product of two leaves of one shape the loss reads,
-    one of zeros and ones and the other not, kept as a mask and the weight it multiplies (for
-    the run: a mask of a phase's first step stays one when it has moved)."""
+    one of zeros and ones and the other not, kept as a mask (for the run: a mask of a phase's
+    first step stays one when it has moved)."""
     for node in graph.nodes.values():
         if type(node).__name__ != "MulBackward0":   # read per node of every audited graph
             continue
@@ -52,7 +52,7 @@ def note(w: WatchState, graph: Graph) -> None:
             continue
         for mask, weight in (leaves, leaves[::-1]):
             if id(mask) not in w.masks and _binary(mask) and not _binary(weight):
-                w.masks[id(mask)] = (mask, weight)
+                w.masks[id(mask)] = mask
 
 
 def trained(w: WatchState, index: int, stepped: list[tuple[str, torch.Tensor]]) -> None:

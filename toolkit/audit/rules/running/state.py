@@ -328,12 +328,12 @@ class WatchState:
         # learned tensors kept out of parameters (:mod:`~.not_parameters`), by id: the tensor,
         # its values and the iteration when first seen, kept over the run
         self.kept_seen: dict[int, tuple[torch.Tensor, torch.Tensor, int]] = {}
-        # masks a loss multiplied into a weight of their shape (:mod:`~.masks`), by id: the mask
-        # and that weight, kept over the run; those a finding named
-        self.masks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # masks a loss multiplied into a weight of their shape (:mod:`~.masks`), by id (the
+        # tensor held so that its id stays its own), kept over the run; those a finding named
+        self.masks: dict[int, torch.Tensor] = {}
         self.masks_named: set[int] = set()
-        # the lines of the aliases of data filled in place a finding named
-        self.fills_found: set[tuple[str, int]] = set()
+        # the aliases of data filled in place that a finding named: (file, the alias's name)
+        self.fills_found: set[tuple[str, str | None]] = set()
         self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
