@@ -29,6 +29,7 @@ __all__ = [
     "first_statement",
     "freezes",
     "indent_of",
+    "iterated_by",
     "line_named",
     "listed_groups",
     "loaded_from",
@@ -107,6 +108,33 @@ def _receiver(node: ast.AST, method: str) -> ast.expr | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr == method:
         return node.func.value
+    return None
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def iterated_by(path: str, name: ast.expr) -> ast.expr | None:
+    """The container whose items a comprehension around ``name`` binds it to (``state`` for
+    ``v`` of ``{k: v.detach() for k, v in state.items()}``; a trailing ``.items()`` or
+    ``.values()`` left out), or ``None`` where ``name`` is no such variable: a value the
+    comprehension takes apart is known outside it by the container."""
+    parsed = syntax_tree(path)
+    if parsed is None or not isinstance(name, ast.Name):
+        return None
+    place = (name.lineno, name.col_offset)
+    for node in ast.walk(parsed[0]):
+        if not isinstance(node, _COMPREHENSIONS) or not (
+                (node.lineno, node.col_offset) <= place
+                <= (node.end_lineno or 0, node.end_col_offset or 0)):
+            continue
+        for gen in node.generators:
+            if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(gen.target)):
+                found = gen.iter
+                if isinstance(found, ast.Call) and not found.args and isinstance(
+                        found.func, ast.Attribute) and found.func.attr in ("items", "values"):
+                    found = found.func.value
+                return found
     return None
 
 

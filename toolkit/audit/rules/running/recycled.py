@@ -40,10 +40,11 @@ def recycled(w: WatchState, roots: Sequence[torch.Tensor], site: Site | None) ->
     when that argument, on some iteration, held a constant in a call the loss compared;
     until then it waits (the iterations that condition on nothing may come later)."""
     r = w.recycling
-    if not r.passes:
+    passes = [p for p in r.passes if p.trains]   # an estimate is a network's that trains
+    if not passes:
         return
     compared = _compared(roots)
-    seen = [(p, any(id(n) in compared for n in p.outs)) for p in r.passes]
+    seen = [(p, any(id(n) in compared for n in p.outs)) for p in passes]
     for p, is_compared in seen:
         if is_compared:
             for k, slot in enumerate(p.slots):

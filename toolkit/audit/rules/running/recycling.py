@@ -36,12 +36,14 @@ __all__ = ["Pass", "Recycling", "identity"]
 
 @dataclass
 class Pass:
-    """One call of a network that trains, made with gradients: the module, its order in the
-    iteration, its site, per positional argument either ``None`` (a constant: ``None`` or
-    tensors with no graph), the graph's nodes it holds, or ``()`` (anything else), and the
-    tensors it holds as :func:`identity` knows them; the constant tensors themselves (kept
-    alive while the iteration runs, so that no later tensor takes their place in memory), its
-    outputs' nodes, and the event it ran at."""
+    """One call of a network with weights, made with gradients, whose outputs have a graph:
+    the module, its order in the iteration, its site, per positional argument either ``None``
+    (a constant: ``None`` or tensors with no graph), the graph's nodes it holds, or ``()``
+    (anything else), and the tensors it holds as :func:`identity` knows them; the constant
+    tensors themselves (kept alive while the iteration runs, so that no later tensor takes
+    their place in memory), its outputs' nodes, the event it ran at, and whether its weights
+    train (``False``: frozen for this call, its outputs' graph that of what it read, a world
+    model a policy is trained through)."""
 
     module: nn.Module
     order: int
@@ -51,6 +53,7 @@ class Pass:
     kept: list[torch.Tensor]
     outs: list[Any]
     event: int
+    trains: bool = True
 
     def same_input(self, other: Pass, skip: int) -> bool:
         """Whether some argument (other than the ``skip``-th) holds the very tensor the same
@@ -88,11 +91,11 @@ class Recycling:
     def called(self, module: nn.Module, args: tuple, outs: list[torch.Tensor], site: Site,
                event: int) -> None:
         """A call of ``module`` made with gradients by the user's code."""
-        if not any(p.requires_grad for p in module.parameters()):
-            return
+        params = list(module.parameters())
         nodes = [t.grad_fn for t in outs if t.grad_fn is not None]
-        if not nodes:
+        if not params or not nodes:
             return
+        trains = any(p.requires_grad for p in params)
         self.order += 1
         slots: list[tuple[Any, ...] | None] = []
         held: list[set[tuple]] = []
@@ -108,7 +111,8 @@ class Recycling:
                 slots.append(())
             held.append({identity(t) for t in ts})
             kept += [t for t in ts if t.grad_fn is None]
-        self.passes.append(Pass(module, self.order, site, slots, held, kept, nodes, event))
+        self.passes.append(Pass(module, self.order, site, slots, held, kept, nodes, event,
+                                trains))
 
     def new_iteration(self, keep: int) -> None:
         """The calls made before event ``keep`` (the last step) are the last iteration's."""

@@ -36,6 +36,14 @@ trains a recurrent weight saves the state it multiplies, so the graph shows it),
 the states of both runs, and no two steps in a row read the same input (a refinement reads the
 same one at every step, as RAFT's update reads the same context).
 
+The network may be frozen for this loss: a policy trained through a learned model (SVG(inf),
+Heess et al. 2015; Dreamer's imagination, Hafner et al. 2020, whose ``img_step`` runs with the
+world model's weights switched off for the actor's loss) carries the policy's gradient through
+the model's states, and a cut of the state before each transition leaves each imagined state
+one action deep. There the tensors concerned are those an optimizer steps behind the state the
+earlier call returned (the policy's), and without any there is nothing to truncate (a frozen
+encoder run over data).
+
 The failure names the cut's line; its edit removes the ``.detach()`` (a statement
 ``h = h.detach()`` goes whole)."""
 
@@ -104,7 +112,8 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None,
                     continue
                 made = [p for p in _producers(node, made_by) if p.module is later.module
                         and p.order < later.order and any(id(n) in nodes for n in p.outs)
-                        and (not later.same_input(p, k) or not compared(p))]
+                        and (not later.same_input(p, k) or not compared(p))
+                        and (later.trains or _stepped_behind(w, p))]
                 if made:
                     found.setdefault(cut, []).append((max(made, key=lambda p: p.order), later))
     # the cuts of one line are one finding (``cell(x, (h.detach(), c.detach()))``): its edit
@@ -238,6 +247,15 @@ def _truncated(w: WatchState, found: str, so: str, cut: Site, states: list[str],
         step=w.step_events, concerned=("*",))
 
 
+def _stepped_behind(w: WatchState, p: Pass) -> set[int]:
+    """The ids of the tensors optimizers step that the outputs of call ``p`` were computed by:
+    for a network frozen for this loss (a world model a policy is trained through), what the
+    cut keeps from the loss is behind the state it carried (the policy's actions)."""
+    stepped = w.stepped_map()
+    return {id(v) for _, n, _, _ in walk(places(p.outs))
+            if (v := getattr(n, "variable", None)) is not None and id(v) in stepped}
+
+
 def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
     """The calls whose outputs the value at ``node`` is computed from by plain operations,
     the nearest on each path (a walk that stops at every call's output): the state an RNN cell
@@ -255,7 +273,10 @@ def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
     links = [link for one in order for link in cuts[one]]
     module = links[0][1].module
     called = next((name for m, name in w.called_networks() if m is module), "a network")
-    held = _held(w, {id(p) for p in module.parameters()})
+    # a network that trains loses its own gradient through time; one frozen for this loss,
+    # that of what made the states it carries
+    held = _held(w, {id(p) for p in module.parameters()} if links[0][1].trains else
+                 set().union(*(_stepped_behind(w, a) for a, _ in links)))
     states: list[str] = []
     edits: list = []
     for one in order:
@@ -282,4 +303,7 @@ def _uncut(w: WatchState, cut: Site) -> tuple[str | None, list]:
     if not (isinstance(call.func, ast.Attribute) and call.func.attr == "detach"):
         return None, []
     edit = w.fixes.detach_undone(cut.path, cut.span)
-    return S.segment(text, call.func.value) or None, [] if edit is None else [edit]
+    # a value a comprehension takes apart (``{k: v.detach() for k, v in state.items()}``) is
+    # the container's
+    value = S.iterated_by(cut.path, call.func.value) or call.func.value
+    return S.segment(text, value) or None, [] if edit is None else [edit]
