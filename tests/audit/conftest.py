@@ -21,12 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: why a phase's optimizer built over the wrong network is not named when a later phase's holds
-#: the right one: the misplaced optimizer's tensors the loss trains count as stepped
-_LATER_PHASE = ("held out: the network the phase's loss trains is held by an optimizer built "
-                "for a later phase, which counts as stepping it; the phase's own step, over "
-                "another network, is information (idle)")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -58,9 +52,6 @@ _NOT_YET: dict[str, str] = {
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
-    **{f"test_phase_optimizer_over_a_later_phases_network.py::test_a_phase_optimizer_over_the"
-       f"_wrong_network_is_named_and_rebuilt[{case}]": _LATER_PHASE
-       for case in ("critic-warmup", "seqgan-pretraining")},
 }
 
 

@@ -237,10 +237,32 @@ def is_misplaced(w: WatchState, index: int, stepped, dead) -> bool:
     earlier = w.of_earlier_loops()
     reached = since - {k for k, i in w.stepped_map().items() if i not in earlier}
     if not reached:
-        return False
+        # or tensors that only optimizers not stepped yet hold, built up front for a later
+        # phase (TimeGAN's joint solver over the supervisor, SeqGAN's adversarial optimizer
+        # over the generator its pre-training trains): no step has moved them, and this
+        # phase's step, moving none of its own, was meant for them
+        reached = _held_for_later(w, since)
+        if not reached:
+            return False
+        w.held_for_later = (w.iteration, reached)
     w.misplaced[index] = (reached, tuple(k for k, _ in dead))
     _handed_optimizer(w, index)
     return True
+
+
+def _held_for_later(w: WatchState, reached: set[int]) -> set[int]:
+    """The tensors of ``reached`` that optimizers hold, none of which has stepped yet, each
+    built before this loop began (up front, for a later phase; not a network's replacement,
+    built with its optimizer while the loop runs, whose rule is the never-stepped one)."""
+    held: set[int] = set()
+    moved: set[int] = set()
+    for i, opt in enumerate(w.optimizers):
+        ids = {id(p) for g in opt.param_groups for p in g["params"]}
+        if i in w.optimizer_stepped or w.built_event.get(id(opt), 0) > w.loop_began:
+            moved |= ids
+        else:
+            held |= ids
+    return (reached & held) - moved
 
 
 def _handed_optimizer(w: WatchState, index: int) -> None:

@@ -361,6 +361,9 @@ class WatchState:
         # optimizer index -> (the tensors no optimizer holds that the losses of its step
         # reach, the keys of its own tensors, none of which they reach)
         self.misplaced: dict[int, tuple[set[int], tuple[str, ...]]] = {}
+        # (iteration, the tensors of ``misplaced`` that only optimizers not stepped yet hold:
+        # a later phase's, built up front), for the iteration that found them
+        self.held_for_later: tuple[int, set[int]] = (-1, set())
         # optimizer index -> (file, the argument, the names of the optimizers where it is
         # written, by their ids) where the user's code chose it for a helper whose
         # ``step()`` was misplaced (``train(net2, optimizer1)``)

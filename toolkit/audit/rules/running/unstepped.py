@@ -46,7 +46,10 @@ def end_of_iteration(w: WatchState) -> None:
     earlier = w.of_earlier_loops()
     gone = _rebound(w) | earlier
     held = w.stepped_map()
-    stepped = {k: i for k, i in held.items() if i not in gone}
+    # and what only a later phase's optimizer holds, where this iteration's step was
+    # misplaced for it (:func:`.dead.is_misplaced`): no optimizer steps it in this phase
+    later = w.held_for_later[1] if w.held_for_later[0] == w.iteration else set()
+    stepped = {k: i for k, i in held.items() if i not in gone and k not in later}
     _held_by_unused(w)
     replacing = replaced(w, stepped)
     free_parameters(w, stepped)
