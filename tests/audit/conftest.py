@@ -21,11 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: why a term made of a stepped parameter's own values, cut, is not named yet: the constant
-#: term rule follows values cut from networks' outputs, not a cut of the parameter itself
-_PARAMETER_CUT = ("held out: the term reads the parameter through `.data`, a cut of the leaf "
-                  "itself, which the constant-term rule does not follow")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -57,9 +52,6 @@ _NOT_YET: dict[str, str] = {
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
-    **{f"test_term_of_a_parameters_cut_values.py::test_a_term_of_a_parameters_cut_values"
-       f"_is_named_and_uncut[{case}]": _PARAMETER_CUT
-       for case in ("l2-penalty-of-data", "nice-scaling-log-det")},
 }
 
 

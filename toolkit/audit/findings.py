@@ -333,7 +333,9 @@ class ConstantTerm:
     it train none of ``through``; the fix cuts the value subtracted. ``"cancel"`` for a value
     added to a difference that subtracts it (``z + (z_q - z)``, ``tensors`` the two operands):
     the value's gradient through the sum cancels, and ``through``, what computed it, get none
-    from it; the fix cuts the difference."""
+    from it; the fix cuts the difference. ``"leaf"`` for a term made only of stepped tensors'
+    own values read cut (``p.data``, ``p.detach()``: NICE's log-determinant of its scales, an
+    L2 penalty of ``p.data``): the fix reads them whole."""
 
     loss: str
     tensors: tuple[str, ...]
@@ -373,6 +375,11 @@ class ConstantTerm:
                     f"the {len(self.through)} tensors it was computed by ({through}) gets "
                     f"gradient from this loss through it (a straight-through estimator cuts "
                     f"the difference)")
+        if self.cut == "leaf":
+            return (f"adds {term}{added}, made only of the values of tensors it steps, read "
+                    f"cut{at} (`.data`, `.detach()`): a constant, it trains none of the "
+                    f"{len(self.through)} tensors it was computed by ({through}), which the "
+                    f"rest of the loss trains")
         if self.cut:
             return (f"adds {term}{added}, made only of a network's output "
                     f"{_cut_where(self.cut, self.taken, self.edits)}: a "

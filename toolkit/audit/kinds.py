@@ -64,7 +64,9 @@ class Kind(enum.StrEnum):
     CONSTANT_TERM = "constant_term", True, ("a term of a loss made from a gradient taken by "
                                             "torch.autograd.grad without create_graph=True, "
                                             "or only from a network's output cut (no_grad, "
-                                            ".detach()): a constant, it trains nothing; or "
+                                            ".detach()), or only from stepped tensors' values "
+                                            "read cut (p.data): a constant, it trains "
+                                            "nothing; or "
                                             "one that reads a value cut from what the rest "
                                             "of the loss trains, whose own gradient no step "
                                             "uses")

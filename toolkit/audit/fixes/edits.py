@@ -402,7 +402,7 @@ def recompute(reader: Line, position: int, made: Line) -> Edit | None:
 
 
 def remove_detach(line: Line) -> Edit | None:
-    """``x.detach()`` at ``line`` -> ``x``."""
+    """``x.detach()`` (or ``x.data``) at ``line`` -> ``x``."""
     found = expression_at(line)
     if found is None:
         return None
@@ -410,6 +410,8 @@ def remove_detach(line: Line) -> Edit | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
             and node.func.attr == "detach" and not node.args:
         return edit_node(line, src, node, segment(src, node.func.value), ())
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        return edit_node(line, src, node, segment(src, node.value), ())
     return None
 
 

@@ -154,6 +154,14 @@ class CallWatch(TorchFunctionMode):
                                      call.line if call is not None else user_line())
             out = func(*args, **kwargs)
             rec.trace(out, [source], exact=True)
+            if here is None and isinstance(source, torch.Tensor) and id(source) in rec.watched \
+                    and isinstance(out, torch.Tensor) and out.is_floating_point() and \
+                    rec.leaf_detached.get(id(source)) != COPY and called_by_user() and \
+                    library_call(source) is None:
+                # the step's own code reads a parameter's values cut (``p.data``): a value
+                # made of them alone is a constant (:mod:`~toolkit.audit.rules.constant`)
+                rec.cut_values[id(out)] = (weakref.ref(out), (
+                    (rec.lines.get(("detach", id(source))), "leaf", (source,)),))
             if isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor) and \
                     source.grad_fn is None and not source.requires_grad and \
                     not isinstance(source, torch.nn.Parameter) and not rec.calling and \
@@ -528,10 +536,21 @@ def _follow_cut_values(rec: Any, name: str, func: Any, inputs: list[torch.Tensor
             # that cut it (joined to the state GRU-D's cell carries): a forward goes on from
             # the cut value
             rec.cut_fed.append((tuple(cuts.values()), user_line()))
-    if grad and name in _SUMS and cut_input.numel() == out.numel() \
-            and bool(cut_input.detach().ne(0).any()):
+    # or a scalar made of parameters' values alone, broadcast (a flow's log-determinant of
+    # its scales, added to each sample's log-likelihood): a constant however the loss sums it
+    leaves = all(how == "leaf" for _, how, _ in cuts.values())
+    broadcast = leaves and cut_input.numel() == 1 < out.numel()
+    if grad and name in _SUMS and (cut_input.numel() == out.numel() or broadcast) \
+            and (bool(cut_input.detach().ne(0).any()) or (leaves and _all_zero(cuts))):
         rec.cut_added.append((rec.call, tuple(cuts.values()), user_line(), id(out.grad_fn),
-                              out.numel() == 1, bool(rec.calling)))
+                              out.numel() == 1 or broadcast, bool(rec.calling)))
+
+
+def _all_zero(cuts: dict[Any, tuple[Line | None, str, Any]]) -> bool:
+    """Whether every tensor whose values ``cuts`` read is zero (a log-scale that starts at
+    zero): a term of them that is zero then is no weight of zero, and still has a gradient."""
+    return not any(bool(t.detach().ne(0).any()) for _, _, origin in cuts.values()
+                   for t in origin)
 
 
 def _cancelling(args: tuple[Any, ...]) -> int | None:

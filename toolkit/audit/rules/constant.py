@@ -139,10 +139,13 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
             if not through:
                 continue   # cuts of what no optimizer of this loss steps
             no_grad = all(how == "no_grad" for _, how, _ in cuts)
-            fix = ("compute those outputs with gradients (the network's call out of its "
-                   "torch.no_grad() block, or torch.enable_grad() for the block)" if no_grad else
-                   "drop the cuts of those outputs (their .detach(), their no_grad)") + (
-                ", so that the term trains the networks as the rest of the loss does")
+            leaf = all(how == "leaf" for _, how, _ in cuts)
+            fix = ("read those tensors whole (`p`, not `p.data` or `p.detach()`), so that the "
+                   "term trains them as the rest of the loss does" if leaf else
+                   ("compute those outputs with gradients (the network's call out of its "
+                    "torch.no_grad() block, or torch.enable_grad() for the block)" if no_grad
+                    else "drop the cuts of those outputs (their .detach(), their no_grad)") + (
+                ", so that the term trains the networks as the rest of the loss does"))
             places = uncut(cuts, rec.cut_callers)
             # the network's call in its block is where the fix goes (moved out of it)
             lines = tuple(dict.fromkeys(
@@ -150,7 +153,8 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
                 for p in places))
             finding = ConstantTerm(loss=loss, tensors=(), through=through,
                                    taken=cuts[0][0], added=added, fix=fix,
-                                   cut="no_grad" if no_grad else "detach")
+                                   cut="no_grad" if no_grad else "leaf" if leaf
+                                   else "detach")
             found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
     return found
 
@@ -268,9 +272,10 @@ def cut_behind(cut: tuple[Line | None, str, Any], stepped: dict[int, Any] | None
     """``id`` of the tensors of ``stepped`` (every tensor, when ``None``) a cut value (a
     :attr:`~toolkit.audit.record.recording.Recording.cut_values` cut: where, how, origin) was
     computed by: the network's parameters for an output under ``no_grad``, the leaves below
-    the node ``.detach()`` cut."""
+    the node ``.detach()`` cut, the parameter itself for its values read cut (``"leaf"``:
+    ``p.data``, ``p.detach()``)."""
     _, how, origin = cut
-    if how == "no_grad":
+    if how != "detach":   # the tensors themselves: a network's under no_grad, a leaf's values
         return frozenset(id(p) for p in origin if stepped is None or id(p) in stepped)
     leaves = (getattr(n, "variable", None) for _, n, _, _ in walk([origin]))
     return frozenset(id(v) for v in leaves
