@@ -134,7 +134,7 @@ class CallWatch(TorchFunctionMode):
         data = name == "__get__" and getattr(func, "__self__", None) is _DATA
         if data or func is torch.Tensor.detach or func is torch.Tensor.detach_:
             source, how = args[0], ".data" if data else f".{name}()"
-            here = None
+            here, leaf = None, False
             if isinstance(source, torch.Tensor) and source.grad_fn is not None:
                 rec.detached.append((rec.call, Edge(source.grad_fn, source.output_nr),
                                      tuple(source.shape), how))
@@ -152,14 +152,13 @@ class CallWatch(TorchFunctionMode):
                     rec.library_calls.setdefault(("detach", id(source)), call)
                 rec.lines.setdefault(("detach", id(source)),
                                      call.line if call is not None else user_line())
-            out = func(*args, **kwargs)
-            rec.trace(out, [source], exact=True)
-            if here is None and isinstance(source, torch.Tensor) and id(source) in rec.watched \
-                    and isinstance(out, torch.Tensor) and out.is_floating_point() and \
-                    rec.leaf_detached.get(id(source)) != COPY and called_by_user() and \
-                    library_call(source) is None:
                 # the step's own code reads a parameter's values cut (``p.data``): a value
                 # made of them alone is a constant (:mod:`~toolkit.audit.rules.constant`)
+                leaf = call is None and rec.leaf_detached[id(source)] != COPY and \
+                    called_by_user()
+            out = func(*args, **kwargs)
+            rec.trace(out, [source], exact=True)
+            if leaf and isinstance(out, torch.Tensor) and out.is_floating_point():
                 rec.cut_values[id(out)] = (weakref.ref(out), (
                     (rec.lines.get(("detach", id(source))), "leaf", (source,)),))
             if isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor) and \
