@@ -118,7 +118,8 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
                 heads[loss, scalar] = _sums_of(graph, scaled=scalar)
             key = (tuple((line, line.span if line else None) for line, _, _ in cuts), loss)
             if key in seen or node not in heads[loss, scalar] or \
-                    _beside_itself(graph, node, cuts) or _a_reference(rec, graph, cuts):
+                    _beside_itself(graph, node, cuts) or \
+                    _a_reference(rec, graph, cuts, heads, loss):
                 continue
             seen.add(key)
             stepped = step.stepped[loss]
@@ -267,27 +268,28 @@ def _beside_itself(graph: Graph, node: int, cuts: tuple[tuple[Line | None, str, 
         id(c) in same for c, _ in o.next_functions)) for o in cut)
 
 
-def _a_reference(rec: Any, graph: Graph, cuts: tuple[tuple[Line | None, str, Any], ...]
-                 ) -> bool:
+def _a_reference(rec: Any, graph: Graph, cuts: tuple[tuple[Line | None, str, Any], ...],
+                 heads: dict[tuple[str, bool], set[int]], loss: str) -> bool:
     """Whether ``cuts`` are all of parameters' values (``p.detach()``, ``p.data``) and the
     loss of ``graph`` also reads values cut from those parameters beside values with a graph
     otherwise than by a sum of its terms: a factor, or a difference it goes on to square (a
     closed-form KL to a snapshot of the parameters, ``(m - m_old) ** 2 / (2 * s_old ** 2)``,
     VIME's and VCL's, beside which ``log(s_old)`` is the formula's constant). The snapshot
-    is a reference the live parameters are compared with, not a term of its own."""
+    is a reference the live parameters are compared with, not a term of its own. ``heads``:
+    the summing nodes of each loss, by whether scaled (:func:`_sums_of`), filled as needed."""
     if not all(how == "leaf" for _, how, _ in cuts):
         return False
     mine = {id(p) for _, _, origin in cuts for p in origin}
     nodes = graph.search.nodes
-    summed: set[int] | None = None
     for call, read, _, _, node in rec.cut_read:
         if call != rec.call or node not in nodes or not any(
                 how == "leaf" and any(id(p) in mine for p in origin) for _, how, origin in read):
             continue
         if node_label(nodes[node]) not in ("Add", "Sub", "Rsub"):
             return True
-        summed = _sums_of(graph, scaled=True) if summed is None else summed
-        if node not in summed:
+        if (loss, True) not in heads:
+            heads[loss, True] = _sums_of(graph, scaled=True)
+        if node not in heads[loss, True]:
             return True
     return False
 
