@@ -88,6 +88,7 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None,
             made_by.setdefault(id(n), []).append(p)
     found: dict[Site, list[tuple[Pass, Pass]]] = {}
     direct: set[int] | None = None
+    behind: dict[int, set[int]] = {}   # what optimizers step behind a frozen call's outputs
 
     def compared(p: Pass) -> bool:
         """Whether the loss reads ``p``'s output otherwise than through another network's
@@ -113,7 +114,7 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None,
                 made = [p for p in _producers(node, made_by) if p.module is later.module
                         and p.order < later.order and any(id(n) in nodes for n in p.outs)
                         and (not later.same_input(p, k) or not compared(p))
-                        and (later.trains or _stepped_behind(w, p))]
+                        and (later.trains or _stepped_behind(w, p, behind))]
                 if made:
                     found.setdefault(cut, []).append((max(made, key=lambda p: p.order), later))
     # the cuts of one line are one finding (``cell(x, (h.detach(), c.detach()))``): its edit
@@ -123,7 +124,7 @@ def truncated(w: WatchState, nodes: set[int], site: Site | None,
         by_line.setdefault((cut.path, cut.line), {})[cut] = links
         w.meant.pop(cut, None)   # a finding, not a cut taken as meant
     for cuts_here in by_line.values():
-        w.add(_finding(w, cuts_here, site))
+        w.add(_finding(w, cuts_here, site, behind))
     for cut, params in _by_hand(w, nodes, since, set(found)).items():
         w.meant.pop(cut, None)
         w.add(_by_hand_finding(w, cut, params, site))
@@ -247,13 +248,16 @@ def _truncated(w: WatchState, found: str, so: str, cut: Site, states: list[str],
         step=w.step_events, concerned=("*",))
 
 
-def _stepped_behind(w: WatchState, p: Pass) -> set[int]:
-    """The ids of the tensors optimizers step that the outputs of call ``p`` were computed by:
-    for a network frozen for this loss (a world model a policy is trained through), what the
-    cut keeps from the loss is behind the state it carried (the policy's actions)."""
-    stepped = w.stepped_map()
-    return {id(v) for _, n, _, _ in walk(places(p.outs))
-            if (v := getattr(n, "variable", None)) is not None and id(v) in stepped}
+def _stepped_behind(w: WatchState, p: Pass, cache: dict[int, set[int]]) -> set[int]:
+    """The ids of the tensors optimizers step that the outputs of call ``p`` were computed by
+    (kept in ``cache`` for the finding that names them): for a network frozen for this loss (a
+    world model a policy is trained through), what the cut keeps from the loss is behind the
+    state it carried (the policy's actions)."""
+    if id(p) not in cache:
+        stepped = w.stepped_map()
+        cache[id(p)] = {id(v) for _, n, _, _ in walk(places(p.outs))
+                        if (v := getattr(n, "variable", None)) is not None and id(v) in stepped}
+    return cache[id(p)]
 
 
 def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
@@ -266,7 +270,7 @@ def _producers(node: object, made_by: dict[int, list[Pass]]) -> list[Pass]:
 
 
 def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
-             site: Site | None) -> ScriptFinding:
+             site: Site | None, behind: dict[int, set[int]]) -> ScriptFinding:
     # in the order the line writes them (found by a set of tensors: any order)
     order = sorted(cuts, key=lambda c: c.span or (c.line, 0, c.line, 0))
     cut = order[0]
@@ -276,7 +280,7 @@ def _finding(w: WatchState, cuts: dict[Site, list[tuple[Pass, Pass]]],
     # a network that trains loses its own gradient through time; one frozen for this loss,
     # that of what made the states it carries
     held = _held(w, {id(p) for p in module.parameters()} if links[0][1].trains else
-                 set().union(*(_stepped_behind(w, a) for a, _ in links)))
+                 set().union(*(_stepped_behind(w, a, behind) for a, _ in links)))
     states: list[str] = []
     edits: list = []
     for one in order:
