@@ -21,12 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: a network bound to a second name in each pass of a loop, for a fresh optimizer to train as a
-#: copy: no rule yet reads the binding (FedAvg's case is named by its server's average, written
-#: from the network itself)
-_REBOUND = ("held out: a network rebound by a plain assignment at each pass, for a fresh "
-            "optimizer to train as a copy, is not named yet")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -56,9 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    **{f"test_network_rebound_for_a_fresh_optimizer.py::test_a_network_rebound_for_a_fresh"
-       f"_optimizer_is_named_and_copied[{case}]": _REBOUND
-       for case in ("model-soup-ingredient", "task-vector")},
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

@@ -326,6 +326,7 @@ class Watch(ModuleCalls, GradientAccess):
         # the names the building line sees (its model, read again by the unstepped rule)
         self.built_scope[id(opt)] = {} if frame is None else {**frame.f_globals,
                                                                **frame.f_locals}
+        copies.rebound(self, opt, self.built_at[id(opt)], self.built_scope[id(opt)])
         if self.audited() and not self.done():
             self.staged.learn(frame, self.optimizers)
             self.staged.resume()

@@ -18,7 +18,8 @@ from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.kept_in_sync import swap_call
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["aliased", "filled", "kept_in_sync", "moved_toward_itself", "recorded", "shallow",
+__all__ = ["aliased", "filled", "kept_in_sync", "moved_toward_itself", "rebound", "recorded",
+           "shallow",
            "snapshot", "snapshots"]
 
 
@@ -201,6 +202,64 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
                 # them at the first update, wherever the update is found (a target network
                 # loaded every few steps), and every gradient may change from there
                 step=0, concerned=("*",), extra={"moved": shown}))
+
+
+def rebound(w: WatchState, opt: torch.optim.Optimizer, built: Site | None,
+            scope: dict[str, object]) -> None:
+    """An optimizer built inside a loop (at ``built``; ``scope``: the names its line sees) over
+    a network that a plain assignment in the same loop binds to the name the optimizer reads
+    (``local_model = global_model``, a model soup's ``finetuned = pretrained``, a task
+    vector's ``model = base``): each pass means to train a fresh copy (the published code's
+    ``copy.deepcopy``), and trains the one network on instead, each pass from where the last
+    one left it, while the other name, meant to hold the weights the passes start from, holds
+    the same trained tensors. The edit makes the assignment a deep copy. A network chosen per
+    pass (``expert = experts[k]``) or built per pass is another network each time, and one
+    network given a fresh optimizer with no second name (continual learning with its state
+    reset) is no finding. Judged once per building line."""
+    if built is None or built.span is None:
+        return
+    held = {id(p) for g in opt.param_groups for p in g["params"]}
+    w._once(("rebound", built.path, built.line), lambda: _rebound(w, built, scope, held))
+
+
+def _rebound(w: WatchState, built: Site, scope: dict[str, object], held: set[int]) -> bool:
+    loop = S.loop_around(built.path, built.line)
+    if loop is None:
+        return False
+    read = S.argument_names(built.path, built.span)
+    by_module: dict[int, tuple[nn.Module, list[str]]] = {}
+    for name, value in scope.items():
+        if isinstance(value, nn.Module) and name.isidentifier() and not name.startswith("_") \
+                and name != "self":
+            by_module.setdefault(id(value), (value, []))[1].append(name)
+    names = None
+    for module, bound in by_module.values():
+        params = [(n, p) for n, p in module.named_parameters() if id(p) in held]
+        if len(bound) < 2 or not params:
+            continue
+        # the name the optimizer reads, bound from another in the loop, above the build
+        fix = next(((copy, online, f) for copy in bound if copy in read for online in bound
+                    if online != copy
+                    and (f := w.fixes.copy_at_alias(built.path, copy, online)) is not None
+                    and loop[0] < f[0] < built.line), None)
+        if fix is None:
+            continue
+        copy, online, (line, edits) = fix
+        names = w.names() if names is None else names
+        # (an optimizer built before the first backward: its tensors named by the network)
+        shown = tuple(names.get(id(p)) or f"{online}.{n}" for n, p in params)
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"`{copy}` and `{online}` are one network: each pass of the loop binds `{copy}` to "
+            f"`{online}` itself and builds an optimizer over it, so each pass trains "
+            f"`{online}` on from where the last one left it, and `{online}` keeps none of the "
+            f"weights the passes were meant to start from", shown, shown,
+            (Site(built.path, line, None).shown(), built.shown()), tuple(edits),
+            advice=f"make `{copy}` a copy: {copy} = copy.deepcopy({online})",
+            # a copy trains apart from the network from the first pass on: every gradient
+            # after it may change
+            step=0, concerned=("*",), extra={"moved": shown}))
+    return True
 
 
 def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:
