@@ -21,11 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: a previous iterate bound to the model: its clear is found (``cleared``), at the clear, with
-#: advice to move it; the binding is not read
-_PREVIOUS = ("held out: a previous iterate bound to the model is found as a clear through its "
-             "name, not at the binding, and no edit is written")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -55,9 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    **{f"test_previous_iterate_aliased_to_the_model.py::test_a_previous_iterate_bound_to_the"
-       f"_model_is_named_and_copied[{case}]": _PREVIOUS
-       for case in ("storm-previous-iterate", "sarah-last-iterate")},
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

@@ -5,11 +5,13 @@ with a stepped network but never reads while that network makes the target."""
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 import torch
 from torch import nn
 
+from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import storage_key
@@ -18,9 +20,8 @@ from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.kept_in_sync import swap_call
 from toolkit.audit.rules.running.state import WatchState
 
-__all__ = ["aliased", "filled", "kept_in_sync", "moved_toward_itself", "rebound", "recorded",
-           "shallow",
-           "snapshot", "snapshots"]
+__all__ = ["aliased", "cleared_through", "filled", "kept_in_sync", "moved_toward_itself",
+           "rebound", "recorded", "shallow", "snapshot", "snapshots"]
 
 
 def aliased(w: WatchState) -> None:
@@ -260,6 +261,34 @@ def _rebound(w: WatchState, built: Site, scope: dict[str, object], held: set[int
             # after it may change
             step=0, concerned=("*",), extra={"moved": shown}))
     return True
+
+
+def cleared_through(w: WatchState, clear: Site) -> tuple[str, str, int, list[Edit]] | None:
+    """A clear at ``clear`` made through a second name of the network whose gradient it cleared
+    (``previous.zero_grad()`` after the model's backward, where ``previous`` and ``model`` bind
+    one network): where the script calls the network by that name with gradients (a network of
+    its own to it, a variance-reduced gradient's previous iterate or snapshot) and a plain
+    assignment binds it from the other name (``previous = model`` for
+    ``copy.deepcopy(model)``), the clear is the alias at work. The two names, the assignment's
+    line and the edits that make it a deep copy; ``None`` for a clear through the network's
+    one name, or a name bound by no such assignment (a clear to move, not a copy to make)."""
+    found = S.call_at(clear.path, clear.span)
+    func = found[0].func if found is not None else None
+    if not (isinstance(func, ast.Attribute) and func.attr == "zero_grad"
+            and isinstance(func.value, ast.Name)):
+        return None
+    copy = func.value.id
+    module = w.scope.get(copy)
+    if not isinstance(module, nn.Module) or not any(
+            g for g, _, _ in w.called_as.get(id(module), {}).get(copy, ())):
+        return None
+    for online, value in w.scope.items():
+        if value is module and online != copy and online.isidentifier() \
+                and not online.startswith("_"):
+            fix = w.fixes.copy_at_alias(clear.path, copy, online)
+            if fix is not None:
+                return copy, online, fix[0], fix[1]
+    return None
 
 
 def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:

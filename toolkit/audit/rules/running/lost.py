@@ -9,7 +9,11 @@ the steps and ``scaler.update()`` that follow it in its block), so that every ``
 between two steps is summed. A clear between two ``backward()`` calls of one update, the lost
 one a statement of its own before it in its block (DQfD's agent batch, then its expert batch),
 moves before that ``backward()`` instead: after the step it would sum the gradient an earlier
-phase left into the first update.
+phase left into the first update. A clear through a second name of the network, bound from the
+first by a plain assignment and called with gradients as a network of its own (STORM's or
+SVRG's previous iterate, ``previous = model``), is the alias at work: ``aliased``, at the
+assignment, whose edit makes it a deep copy
+(:func:`~toolkit.audit.rules.running.copies.cleared_through`).
 
 Not lost: gradient a step read (a loss that trains two networks, whose part in one of them is
 cleared after the other's optimizer stepped with it: ``wasted``, information); gradient cleared
@@ -36,6 +40,7 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site
 from toolkit.audit.record.ledger import Source
 from toolkit.audit.result import plural
+from toolkit.audit.rules.running import copies
 from toolkit.audit.rules.running.fix_writer import FixWriter
 from toolkit.audit.rules.running.state import WatchState
 
@@ -106,6 +111,23 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
             shown_clear,)
         at = tuple(s.shown() for s in (*clears, first.site, site) if s is not None)
         tensors = [w.ledger.tensors[k] for k in keys]
+        alias = copies.cleared_through(w, clear_site)
+        if alias is not None:
+            copy, online, line, edits = alias
+            bound = Site(clear_site.path, line, None)
+            w.add(ScriptFinding(
+                "aliased", first.iteration,
+                f"`{copy}` and `{online}` are one network: {clear_site.text()} at {clear_site} "
+                f"clears the gradient of {first.label} (backward at {first.site}) in "
+                f"{len(keys)} tensors of `{online}`, and the backward through `{copy}` writes "
+                f"into them: the script computes the gradient of `{copy}` as a network of its "
+                f"own, and gets `{online}`'s", tuple(keys.values()),
+                tuple(names.get(k, keys[k]) for k in keys),
+                tuple(s.shown() for s in (bound, clear_site, first.site, site) if s is not None),
+                tuple(edits), advice=f"make `{copy}` a copy: {copy} = copy.deepcopy({online})",
+                # the copy's gradient parts from the network's from its first backward on
+                step=w.step_events - 1, concerned=("*",)))
+            continue
         opt_text = w.optimizer_text(index, site) or "the optimizer"
         calls = plural(len(sources), "backward() call")
         w.add(ScriptFinding(
