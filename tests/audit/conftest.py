@@ -21,11 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: a student sharing its teacher's weights by assignment: no rule reads a tensor held by a
-#: target network and by the trained one, each a network of its own
-_SHARED = ("held out: weights a student shares with its no_grad teacher by assignment are not "
-           "named yet")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -55,9 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    **{f"test_weights_shared_with_the_teacher.py::test_weights_a_student_shares_with_its"
-       f"_teacher_are_named_and_copied[{case}]": _SHARED
-       for case in ("distilbert-blocks", "apprentice-weights")},
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

@@ -12,11 +12,12 @@ from toolkit.audit.fixes.script_edits import edit_at, import_edit, node_edit
 from toolkit.audit.record.syntax import (
     call_at,
     segment,
+    statement_at,
     syntax_tree,
 )
 
-__all__ = ["copy_at_alias", "copy_registered", "copy_snapshot", "data_copied", "deep_copy_call",
-           "made_per_item"]
+__all__ = ["copy_at_alias", "copy_registered", "copy_snapshot", "copy_where_shared", "data_copied",
+           "deep_copy_call", "made_per_item"]
 
 
 def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
@@ -107,6 +108,23 @@ def deep_copy_call(path: str, span: tuple[int, int, int, int] | None) -> Edit | 
     if not binds:
         return None
     return node_edit(path, call, f"{module}.deepcopy({segment(text, call.args[0])})")
+
+
+def copy_where_shared(path: str, line: int) -> list[Edit] | None:
+    """The assignment at ``line`` of ``path`` that gives a module a parameter or a submodule
+    another module holds (``q.weight = linear.weight``, ``student.blocks[i] =
+    teacher.blocks[2 * i]``), made to give it a copy: ``copy.deepcopy(...)`` of the value (and
+    ``import copy`` where the file lacks it); ``None`` where the line holds no such assignment
+    of a plain reference (a name, an attribute, an item)."""
+    found = statement_at(path, line)
+    if found is None:
+        return None
+    node, text = found
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute | ast.Subscript)
+            and isinstance(node.value, ast.Name | ast.Attribute | ast.Subscript)):
+        return None
+    return _deep_copy(path, node.value, segment(text, node.value))
 
 
 def made_per_item(path: str, name: str) -> tuple[int, list[Edit]] | None:

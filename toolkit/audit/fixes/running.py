@@ -10,6 +10,7 @@ from toolkit.audit.fixes.copy_edits import (
     copy_at_alias,
     copy_registered,
     copy_snapshot,
+    copy_where_shared,
     data_copied,
     deep_copy_call,
     made_per_item,
@@ -50,8 +51,9 @@ from toolkit.audit.fixes.switch_edits import (
 from toolkit.audit.fixes.where_called import placed
 
 __all__ = ["as_parameter", "backward_inputs", "buffer_as_parameter", "built_over_each",
-           "call_under_no_grad", "copy_at_alias", "copy_registered", "copy_snapshot", "data_copied",
-           "deep_copy_call", "detach_call", "detach_expression", "detach_undone", "edit_at",
+           "call_under_no_grad", "copy_at_alias", "copy_registered", "copy_snapshot",
+           "copy_where_shared", "data_copied", "deep_copy_call", "detach_call", "detach_expression",
+           "detach_undone", "edit_at",
            "freeze_removed", "import_edit", "insert_after", "insert_before", "listed_module",
            "listed_with", "made_per_item", "move_before", "node_edit", "off_decorator",
            "out_of_no_grad", "parameters_from", "placed", "registered", "remove_detach",

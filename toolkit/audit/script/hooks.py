@@ -338,7 +338,7 @@ def installed(watch: Watch) -> Iterator[Watch]:
             watch.parameter_registered(module, name, param)
 
     def module_registered(module, name, submodule) -> None:
-        if watch.here() and watch.optimizers:
+        if watch.here():
             watch.module_registered(module, name, submodule)
 
     handles = [register_optimizer_step_pre_hook(before_step),

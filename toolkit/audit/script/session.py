@@ -333,9 +333,12 @@ class Watch(ModuleCalls, GradientAccess):
 
     def parameter_registered(self, module: nn.Module, name: str, param: object) -> None:
         replaced.noted(self, module, name, param)
+        copies.registered(self, param)
 
     def module_registered(self, module: nn.Module, name: str, submodule: object) -> None:
-        replaced.noted_module(self, module, name, submodule)
+        if self.optimizers:
+            replaced.noted_module(self, module, name, submodule)
+        copies.registered(self, submodule)
 
     def leaf_made(self, tensor: torch.Tensor) -> None:
         replaced.made(self, tensor)

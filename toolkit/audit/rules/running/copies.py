@@ -6,6 +6,7 @@ with a stepped network but never reads while that network makes the target."""
 from __future__ import annotations
 
 import ast
+import weakref
 from typing import Any
 
 import torch
@@ -15,13 +16,13 @@ from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import storage_key
-from toolkit.audit.record.frames import Site
+from toolkit.audit.record.frames import Site, site_of, user_frame
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.kept_in_sync import swap_call
 from toolkit.audit.rules.running.state import WatchState
 
 __all__ = ["aliased", "cleared_through", "filled", "kept_in_sync", "moved_toward_itself",
-           "rebound", "recorded", "shallow", "snapshot", "snapshots"]
+           "rebound", "recorded", "registered", "shallow", "shared", "snapshot", "snapshots"]
 
 
 def aliased(w: WatchState) -> None:
@@ -289,6 +290,82 @@ def cleared_through(w: WatchState, clear: Site) -> tuple[str, str, int, list[Edi
             if fix is not None:
                 return copy, online, fix[0], fix[1]
     return None
+
+
+def registered(w: WatchState, new: object) -> None:
+    """A parameter or a submodule registered on a module (torch's registration hooks, before the
+    module holds it): one registered on another module before is shared from here on, noted
+    with the user's line that shares it (:func:`shared` judges it)."""
+    if not isinstance(new, nn.Module | nn.Parameter):
+        return
+    seen = w.registered_once.get(id(new))
+    if seen is None or seen() is not new:
+        w.registered_once[id(new)] = weakref.ref(new)
+        return
+    frame = user_frame(1)
+    if frame is not None:
+        w.shared_at.append((new, site_of(frame)))
+
+
+def shared(w: WatchState) -> None:
+    """A parameter or a submodule shared by assignment (:func:`registered`) between a network
+    the script reads only under ``no_grad`` for what a loss meets (a teacher's soft targets)
+    and another that it calls with gradients, where an optimizer steps the shared tensors
+    (DistilBERT's student made from its teacher's blocks, ``student.blocks[i] =
+    teacher.blocks[2 * i]``; a low-precision student started from its teacher's weights,
+    ``q.weight = linear.weight``): each step moves the targets with the student. The edit
+    copies at the sharing line. Shared tensors no optimizer steps (a teacher's classifier
+    reused frozen), tied within one network (an embedding and its output layer), or between
+    networks that both train with gradients, are none."""
+    if not w.shared_at:
+        return
+    stepped = w.stepped_map()
+    fed = {(site, name) for _, site, name in w.fed_constants}
+    found: dict[tuple[str, int], tuple[Site, tuple[str, str], list[int]]] = {}
+    for entry in list(w.shared_at):
+        held, site = entry
+        params = [held] if isinstance(held, torch.Tensor) else list(held.parameters())
+        ids = {id(p) for p in params if id(p) in stepped}
+        if not ids:
+            continue
+        # by iteration: the networks holding them read only under no_grad, for what a loss
+        # meets, and those called with gradients
+        targets, trained = [], []
+        for key, by_name in w.called_as.items():
+            module = w.roots[key][0]
+            if not any(id(p) in ids for p in module.parameters()):
+                continue
+            uses = [(g, s, n, i) for n, found_ in by_name.items() for g, s, i in found_]
+            with_grad = {i for g, _, _, i in uses if g}
+            trained.append((module, w.roots[key][1], with_grad))
+            targets.append((module, w.roots[key][1], {i for g, s, n, i in uses
+                                                      if not g and (s, n) in fed} - with_grad))
+        # the networks themselves, not a layer one calls by its name (largest first)
+        targets.sort(key=lambda t: -sum(1 for _ in t[0].parameters()))
+        trained.sort(key=lambda t: -sum(1 for _ in t[0].parameters()))
+        pair = next(((t_name, n_name) for target, t_name, read in targets
+                     for net, n_name, learned in trained if read & learned
+                     and not any(m is target for m in net.modules())
+                     and not any(m is net for m in target.modules())), None)
+        if pair is None:
+            continue
+        w.shared_at.remove(entry)
+        *_, ids_at = found.setdefault((site.path, site.line), (site, pair, []))
+        ids_at.extend(i for i in ids if i not in ids_at)
+    names = w.names() if found else {}
+    for site, (target, net), ids in found.values():
+        shown = tuple(names.get(i, "?") for i in ids)
+        edits = w.fixes.copy_where_shared(site.path, site.line)
+        w.add(ScriptFinding(
+            "aliased", w.iteration,
+            f"`{target}`, read under no_grad for what a loss meets, shares {len(ids)} tensors "
+            f"with `{net}`, which trains, by the assignment at {site}: each step of `{net}` "
+            f"moves them, so `{target}`'s outputs move with it instead of staying as trained",
+            shown, shown, (site.shown(),), tuple(edits or ()),
+            advice="give the trained network a copy where the assignment shares them: "
+                   "copy.deepcopy(...)",
+            # the copy parts from the first step after it: every gradient may change
+            step=0, concerned=("*",), extra={"moved": shown}))
 
 
 def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:
