@@ -21,11 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: a ranked pair's side scored in a no_grad block beside values cut on purpose: found
-#: (``cut_keys``) at the block, with advice, not at the statement to take out of it
-_RANKED_IN_BLOCK = ("held out: a ranked side scored in a block of reference values is found at "
-                    "the block, with no edit")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -55,9 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    **{f"test_ranked_side_scored_in_a_reference_block.py::test_a_ranked_side_scored_in_a"
-       f"_reference_block_is_named_and_moved_out[{case}]": _RANKED_IN_BLOCK
-       for case in ("rrhf-rejected-scores", "dns-negative-score")},
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

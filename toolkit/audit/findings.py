@@ -416,6 +416,8 @@ class CutKeys:
     edits: tuple[Edit, ...] = ()
     proof: Proof | None = None
     ranked: bool = False
+    #: the name the cut side is assigned to, where one statement computes it (``pol_synth``)
+    side: str | None = None
 
     def __post_init__(self) -> None:
         _settle(self)
@@ -424,7 +426,8 @@ class CutKeys:
         """What the loss reads, in words, after its name: both reports print it."""
         read = "" if self.read is None else f" ({self.read.file}:{self.read.number})"
         if self.ranked:
-            return (f"ranks pairs of scores by their difference{read}, one side "
+            side = "" if self.side is None else f" (`{self.side}`)"
+            return (f"ranks pairs of scores by their difference{read}, one side{side} "
                     f"{_cut_where(self.cut, self.taken, self.edits)}, made by a network its "
                     f"optimizer steps: the loss pushes the other side alone and trains none "
                     f"of the {len(self.through)} tensors through the cut side "

@@ -46,6 +46,7 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.rules.constant import cut_behind, uncut
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import VIEWS
+from toolkit.audit.truth.proof import NoGradAt
 from toolkit.lens.backward_graph import node_label
 
 if TYPE_CHECKING:
@@ -129,16 +130,25 @@ def check(step: RecordedStep) -> Found:
                 continue
             no_grad = all(how == "no_grad" for _, how, _ in cuts)
             what = "the pairs' cut side" if ranked else "the keys"
-            fix = (f"compute {what} with gradients (torch.enable_grad() for the "
-                   f"torch.no_grad() block)" if no_grad else f"drop the cuts of {what} "
-                   f"(their .detach())") + (
+            fix = (f"compute {what} with gradients (the network's call out of its "
+                   f"torch.no_grad() block, or torch.enable_grad() for the block)" if no_grad
+                   else f"drop the cuts of {what} (their .detach())") + (
                 ", so that the loss pushes both sides of each pair apart" if ranked else
                 ", so that the loss trains the network through its keys as well as its queries")
-            lines = tuple(dict.fromkeys(line for line, _, _ in cuts if line is not None))
+            places = uncut(cuts, rec.cut_callers)
+            # the network's call in a block that also holds values cut on purpose (a reward
+            # model's scores, a negative's choice) is where the fix goes: moved out of it
+            lines = tuple(dict.fromkeys(
+                p.call if isinstance(p, NoGradAt) and p.call is not None else p.line
+                for p in places)) or tuple(dict.fromkeys(
+                    line for line, _, _ in cuts if line is not None))
+            calls = [p.call for p in places if isinstance(p, NoGradAt) and p.call is not None]
+            side = S.assigned_name(calls[0].path, calls[0].number) if len(calls) == 1 else None
             finding = CutKeys(loss=loss, through=through, taken=cuts[0][0],
                               read=read, cut="no_grad" if no_grad else "detach",
-                              fix=fix, ranked=ranked)
-            found.append(Wanted(finding, FirstOf((Option(uncut(cuts), fix, lines),))))
+                              fix=fix, ranked=ranked,
+                              side=side if side and side.isidentifier() else None)
+            found.append(Wanted(finding, FirstOf((Option(places, fix, lines),))))
     return {"cut_keys": found}
 
 
