@@ -21,11 +21,6 @@ _FREEZE = "held out blind (2e7595c): "
 _OWN_CHECK = ("held out (3d9a1c1): the case's last check cannot hold, as the published twin "
               "itself keeps `actor(h.detach())` in the frozen block")
 
-#: guards written from a false alarm of the shared-weights rule (DBC's clean script): an actor
-#: tied to the critic's encoder, read under no_grad between its own updates, taken for a target
-_TIED = ("held out: an actor whose encoder is tied to the critic's, trained every other step, "
-         "is taken for a target the critic's steps move")
-
 #: why a later loop's first pass is not where its bug is found under ``--steps``: the pass is
 #: numbered as its own (a76d41b and before merged it into the last pass of the loop before,
 #: so a finding at the loop's second pass was labelled with the first's number)
@@ -55,9 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    **{f"test_tied_encoder_of_a_trained_actor.py::test_an_encoder_tied_to_a_trained_actor"
-       f"_is_no_failure[{options}-actor-every-other-step]": _TIED
-       for options in ("options0", "options1")},
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

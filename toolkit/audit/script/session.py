@@ -279,6 +279,7 @@ class Watch(ModuleCalls, GradientAccess):
             copies.snapshot(self)
             copies.kept_in_sync(self)
             copies.shallow(self)
+            copies.shared(self)
             if self.staged.rec is not None:
                 copies.recorded(self, self.staged.rec)
         # the step audit's findings the watch did not make (by line, or by tensor: the watch

@@ -304,7 +304,7 @@ def registered(w: WatchState, new: object) -> None:
         return
     frame = user_frame(1)
     if frame is not None:
-        w.shared_at.append((new, site_of(frame)))
+        w.shared_at.append((new, site_of(frame), w.events))
 
 
 def shared(w: WatchState) -> None:
@@ -316,14 +316,21 @@ def shared(w: WatchState) -> None:
     ``q.weight = linear.weight``): each step moves the targets with the student. The edit
     copies at the sharing line. Shared tensors no optimizer steps (a teacher's classifier
     reused frozen), tied within one network (an embedding and its output layer), or between
-    networks that both train with gradients, are none."""
+    networks that both train with gradients, are none; so is a network read under no_grad
+    whose own tensors an optimizer steps after the sharing (SAC-AE's and DBC's actor, whose
+    encoder is tied to the critic's and read under no_grad for the critic's target): a
+    network that trains, not a target. Judged at the end of the run, when every step is
+    known."""
     if not w.shared_at:
         return
     stepped = w.stepped_map()
     fed = {(site, name) for _, site, name in w.fed_constants}
     found: dict[tuple[str, int], tuple[Site, tuple[str, str], list[int]]] = {}
+    every = {id(p) for held, _, _ in w.shared_at
+             for p in ([held] if isinstance(held, torch.Tensor) else held.parameters())}
+    networks = [w.roots[key][0] for key in w.called_as]
     for entry in list(w.shared_at):
-        held, site = entry
+        held, site, since = entry
         params = [held] if isinstance(held, torch.Tensor) else list(held.parameters())
         ids = {id(p) for p in params if id(p) in stepped}
         if not ids:
@@ -341,6 +348,11 @@ def shared(w: WatchState) -> None:
             targets.append((module, w.roots[key][1], {i for g, s, n, i in uses
                                                       if not g and (s, n) in fed} - with_grad))
         # the networks themselves, not a layer one calls by its name (largest first)
+        # (a part of a network whose own tensors train after the sharing trains with it)
+        targets = [t for t in targets if not any(
+            any(m is t[0] for m in holder.modules()) and any(
+                w.stepped_at.get(id(p), -1) > since for p in holder.parameters()
+                if id(p) not in every) for holder in networks)]
         targets.sort(key=lambda t: -sum(1 for _ in t[0].parameters()))
         trained.sort(key=lambda t: -sum(1 for _ in t[0].parameters()))
         pair = next(((t_name, n_name) for target, t_name, read in targets

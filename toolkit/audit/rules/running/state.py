@@ -233,9 +233,9 @@ class WatchState:
         self.replaced: dict[tuple[int, str], Replacement] = {}
         # every parameter and submodule registered on a module so far, and those registered on
         # a second one (shared: a student given its teacher's layer), with the line that did
-        # it (:func:`~toolkit.audit.rules.running.copies.shared`)
+        # it and the events counted then (:func:`~toolkit.audit.rules.running.copies.shared`)
         self.registered_once: dict[int, weakref.ref] = {}
-        self.shared_at: list[tuple[nn.Module | torch.Tensor, Site]] = []
+        self.shared_at: list[tuple[nn.Module | torch.Tensor, Site, int]] = []
         # leaves made to require grad by the script's lines once an optimizer exists, by id:
         # (the tensor, weakly; the line; under no_grad?; the iteration it spoils first), see
         # the same module

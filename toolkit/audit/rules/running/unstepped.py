@@ -43,7 +43,6 @@ def end_of_iteration(w: WatchState) -> None:
     argument. Elsewhere (a backbone below a trained head, a target network read on data):
     wasted work, a note."""
     copies.aliased(w)
-    copies.shared(w)
     earlier = w.of_earlier_loops()
     gone = _rebound(w) | earlier
     held = w.stepped_map()
