@@ -58,7 +58,16 @@ class Edit:
             return f"{self.file}:{self.line}: insert before it: {flat(self.new)}"
         if not self.new.strip():  # a statement taken out, its lines left blank
             return f"{self.file}:{self.line}: remove: {flat(self.old)}"
+        if flat(self.old) == flat(self.new):  # the same lines, indented otherwise
+            where = "out of its block" if _indent(self.new) < _indent(self.old) else \
+                "into the block above"
+            return f"{self.file}:{self.line}: moved {where}: {flat(self.old)}"
         return f"{self.file}:{self.line}: {flat(self.old)} -> {flat(self.new)}"
+
+
+def _indent(text: str) -> int:
+    """The width of ``text``'s first line's indentation."""
+    return len(text) - len(text.lstrip(" \t"))
 
 
 def flat(text: str) -> str:

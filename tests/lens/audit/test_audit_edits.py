@@ -668,3 +668,13 @@ def test_a_detached_value_both_losses_read_through_one_value_gets_no_edit(seed: 
     audit = audit_step(step, opts, modules={"G": G, "D": D})
     (dead,) = {(d.kind, d.edits, d.fix) for d in audit.dead}
     assert dead[0] == "detach" and not dead[1] and "on loss 'd''s side only" in dead[2]
+
+
+@pytest.mark.parametrize(("old", "new", "said"), [
+    ("        x = f(y)\n", "    x = f(y)\n", "moved out of its block: x = f(y)"),
+    ("    x = f(y)\n", "        x = f(y)\n", "moved into the block above: x = f(y)"),
+    ("x = f(y)", "x = f(y).detach()", "x = f(y) -> x = f(y).detach()"),
+])
+def test_an_edit_that_only_indents_says_where_it_moves_the_lines(old, new, said):
+    edit = Edit("train.py", 7, 0, 8, 0, old, new)
+    assert str(edit) == f"train.py:7: {said}"
