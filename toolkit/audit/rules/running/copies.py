@@ -342,17 +342,18 @@ def shared(w: WatchState) -> None:
             module = w.roots[key][0]
             if not any(id(p) in ids for p in module.parameters()):
                 continue
-            uses = [(g, s, n, i) for n, found_ in by_name.items() for g, s, i in found_]
+            uses = [(g, s, n, i) for n, calls in by_name.items() for g, s, i in calls]
             with_grad = {i for g, _, _, i in uses if g}
             trained.append((module, w.roots[key][1], with_grad))
             targets.append((module, w.roots[key][1], {i for g, s, n, i in uses
                                                       if not g and (s, n) in fed} - with_grad))
-        # the networks themselves, not a layer one calls by its name (largest first)
-        # (a part of a network whose own tensors train after the sharing trains with it)
+        # a network whose own tensors (or those of a network holding it) train after the
+        # sharing is no target
         targets = [t for t in targets if not any(
             any(m is t[0] for m in holder.modules()) and any(
                 w.stepped_at.get(id(p), -1) > since for p in holder.parameters()
                 if id(p) not in every) for holder in networks)]
+        # the networks themselves, not a layer one calls by its name (largest first)
         targets.sort(key=lambda t: -sum(1 for _ in t[0].parameters()))
         trained.sort(key=lambda t: -sum(1 for _ in t[0].parameters()))
         pair = next(((t_name, n_name) for target, t_name, read in targets
