@@ -96,21 +96,7 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
     for clear_site, (sources, keys) in groups.items():
         w._cleared_sources.update(sources)
         first = sources[0]
-        # a clear between two backward() calls of one update (the second batch's loss, the
-        # clear copied from a one-batch loop) goes before the first of them; one inside an
-        # accumulation loop, whose lost backward() follows it, after the step
-        after = {s.site for k in keys for s in w.ledger.live.get(k, ())
-                 if s.index > cleared_at[clear_site]}
-        moved = _moved_before(w.fixes, clear_site, first.site) \
-            if first.site is not None and first.site not in after else None
-        if moved is None and site is not None:
-            moved = _moved_after(w.fixes, clear_site, site)
-        shown_clear = moved[0] if moved else clear_site
-        # the condition a moved clear leaves behind, then the clear itself
-        clears = (shown_clear, clear_site) if shown_clear.line < clear_site.line else (
-            shown_clear,)
-        at = tuple(s.shown() for s in (*clears, first.site, site) if s is not None)
-        tensors = [w.ledger.tensors[k] for k in keys]
+        # through a second name of the network: the alias is the fix, not the clear
         alias = copies.cleared_through(w, clear_site)
         if alias is not None:
             copy, online, line, edits = alias
@@ -128,6 +114,21 @@ def lost(w: WatchState, index: int, site: Site | None) -> None:
                 # the copy's gradient parts from the network's from its first backward on
                 step=w.step_events - 1, concerned=("*",)))
             continue
+        # a clear between two backward() calls of one update (the second batch's loss, the
+        # clear copied from a one-batch loop) goes before the first of them; one inside an
+        # accumulation loop, whose lost backward() follows it, after the step
+        after = {s.site for k in keys for s in w.ledger.live.get(k, ())
+                 if s.index > cleared_at[clear_site]}
+        moved = _moved_before(w.fixes, clear_site, first.site) \
+            if first.site is not None and first.site not in after else None
+        if moved is None and site is not None:
+            moved = _moved_after(w.fixes, clear_site, site)
+        shown_clear = moved[0] if moved else clear_site
+        # the condition a moved clear leaves behind, then the clear itself
+        clears = (shown_clear, clear_site) if shown_clear.line < clear_site.line else (
+            shown_clear,)
+        at = tuple(s.shown() for s in (*clears, first.site, site) if s is not None)
+        tensors = [w.ledger.tensors[k] for k in keys]
         opt_text = w.optimizer_text(index, site) or "the optimizer"
         calls = plural(len(sources), "backward() call")
         w.add(ScriptFinding(
