@@ -157,11 +157,7 @@ def moved_toward_itself(w: WatchState, moves: list) -> None:
     stepped = w.stepped_map()
     by_storage = _by_storage(w)
     names = w.names()
-    by_module: dict[int, tuple[nn.Module, list[str]]] = {}
-    for name, value in w.scope.items():
-        if isinstance(value, nn.Module) and name.isidentifier() and not name.startswith("_") \
-                and name != "self":
-            by_module.setdefault(id(value), (value, []))[1].append(name)
+    by_module = _names_by_module(w.scope)
     # or a tensor of a network two names bind, which no optimizer steps (frozen through the
     # name meant for the copy: ``teacher_head = student_head``, then the teacher's freeze)
     for module, bound in by_module.values():
@@ -229,13 +225,8 @@ def _rebound(w: WatchState, built: Site, scope: dict[str, object], held: set[int
     if loop is None:
         return False
     read = S.argument_names(built.path, built.span)
-    by_module: dict[int, tuple[nn.Module, list[str]]] = {}
-    for name, value in scope.items():
-        if isinstance(value, nn.Module) and name.isidentifier() and not name.startswith("_") \
-                and name != "self":
-            by_module.setdefault(id(value), (value, []))[1].append(name)
     names = None
-    for module, bound in by_module.values():
+    for module, bound in _names_by_module(scope).values():
         params = [(n, p) for n, p in module.named_parameters() if id(p) in held]
         if len(bound) < 2 or not params:
             continue
@@ -379,6 +370,17 @@ def shared(w: WatchState) -> None:
                    "copy.deepcopy(...)",
             # the copy parts from the first step after it: every gradient may change
             step=0, concerned=("*",), extra={"moved": shown}))
+
+
+def _names_by_module(scope: dict[str, object]) -> dict[int, tuple[nn.Module, list[str]]]:
+    """The networks ``scope`` binds, by ``id``, each with the plain names that bind it (not
+    ``self``, nor a private name): two names of one network are an alias."""
+    by_module: dict[int, tuple[nn.Module, list[str]]] = {}
+    for name, value in scope.items():
+        if isinstance(value, nn.Module) and name.isidentifier() and not name.startswith("_") \
+                and name != "self":
+            by_module.setdefault(id(value), (value, []))[1].append(name)
+    return by_module
 
 
 def _by_storage(w: WatchState) -> dict[object, tuple[str, torch.Tensor]]:
