@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from toolkit.audit.record.sites import Line
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
-__all__ = ["SUMMING", "check", "cut_behind", "uncut"]
+__all__ = ["SUMMING", "check", "cut_behind", "fix_lines", "uncut"]
 
 _FIX = ("take that gradient with create_graph=True, so that the penalty made from it is "
         "differentiated too (WGAN-GP's and R1's gradient penalties pass it)")
@@ -148,10 +148,7 @@ def _cut_terms(step: RecordedStep) -> list[Wanted[ConstantTerm]]:
                     else "drop the cuts of those outputs (their .detach(), their no_grad)") + (
                 ", so that the term trains the networks as the rest of the loss does"))
             places = uncut(cuts, rec.cut_callers)
-            # the network's call in its block is where the fix goes (moved out of it)
-            lines = tuple(dict.fromkeys(
-                p.call if isinstance(p, NoGradAt) and p.call is not None else p.line
-                for p in places))
+            lines = fix_lines(places)
             finding = ConstantTerm(loss=loss, tensors=(), through=through,
                                    taken=cuts[0][0], added=added, fix=fix,
                                    cut="no_grad" if no_grad else "leaf" if leaf
@@ -327,6 +324,13 @@ def uncut(cuts: tuple[tuple[Line | None, str, Any], ...],
         at[line, line.span, call] = (how, call)
     return tuple(NoGradAt(line, call) if how == "no_grad" else DetachedAt(line)
                  for (line, _, _), (how, call) in at.items())
+
+
+def fix_lines(places: tuple[NoGradAt | DetachedAt, ...]) -> tuple[Line, ...]:
+    """Where the fixes of :func:`uncut`'s ``places`` go, each once: the network's call in its
+    ``no_grad`` block (moved out of it) where one was found, else the cut's own line."""
+    return tuple(dict.fromkeys(
+        p.call if isinstance(p, NoGradAt) and p.call is not None else p.line for p in places))
 
 
 #: what passes a loss's value on as a sum of its terms: sums, means, signs, views

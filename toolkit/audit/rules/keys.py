@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.audit.findings import CutKeys
 from toolkit.audit.record import syntax as S
-from toolkit.audit.rules.constant import cut_behind, uncut
+from toolkit.audit.rules.constant import cut_behind, fix_lines, uncut
 from toolkit.audit.rules.wanted import FirstOf, Option, Wanted
 from toolkit.audit.truth.labels import VIEWS
 from toolkit.audit.truth.proof import NoGradAt
@@ -138,10 +138,8 @@ def check(step: RecordedStep) -> Found:
             places = uncut(cuts, rec.cut_callers)
             # the network's call in a block that also holds values cut on purpose (a reward
             # model's scores, a negative's choice) is where the fix goes: moved out of it
-            lines = tuple(dict.fromkeys(
-                p.call if isinstance(p, NoGradAt) and p.call is not None else p.line
-                for p in places)) or tuple(dict.fromkeys(
-                    line for line, _, _ in cuts if line is not None))
+            lines = fix_lines(places) or tuple(dict.fromkeys(
+                line for line, _, _ in cuts if line is not None))
             calls = [p.call for p in places if isinstance(p, NoGradAt) and p.call is not None]
             side = S.assigned_name(calls[0].path, calls[0].number) if len(calls) == 1 else None
             finding = CutKeys(loss=loss, through=through, taken=cuts[0][0],
