@@ -193,9 +193,9 @@ class Watch(ModuleCalls, GradientAccess):
 
 
     def _new_iteration(self) -> None:
-        if self.audited():
-            unstepped.end_of_iteration(self)
         self.prev_audited = self.audited()
+        if self.prev_audited:
+            unstepped.end_of_iteration(self)
         self.iteration += 1
         self.site_events = {}
         if self.step_events == self.steps_at_start and self.backward_seq:
@@ -236,14 +236,17 @@ class Watch(ModuleCalls, GradientAccess):
             self.passed_on = {}
         if self.scheduled:
             self.scheduled = set()
-        if not self.prev_audited and self.audited():
+        now = self.audited()
+        if now and not self.prev_audited:
             self.ledger = Ledger()   # what happened unwatched is one unknown source
-        self._want_recording_hooks()
+        self._want_recording_hooks((now or self.audited(self.iteration + 1)) and not self.done())
 
-    def _want_recording_hooks(self) -> None:
+    def _want_recording_hooks(self, want: bool | None = None) -> None:
         """The hooks that record calls (the module hook, ``Tensor.grad`` as the user's code
-        reads, clears or writes it) on while an iteration is recorded, off between."""
-        want = not self.done() and self.recording()
+        reads, clears or writes it) on while an iteration is recorded, off between (``want``:
+        whether it is, where the caller knows)."""
+        if want is None:
+            want = not self.done() and self.recording()
         if self.grad_property is not None:
             present = vars(torch.Tensor).get("grad")
             if want and present is not self.grad_property:
@@ -433,9 +436,10 @@ class Watch(ModuleCalls, GradientAccess):
         self.events += 1
         self.site_events[key] = self.events
         self.backwards += 1
-        if self.audited() or self.audited(self.iteration + 1):
+        now = self.audited()
+        if now or self.audited(self.iteration + 1):
             self.backward_seq = current_sequence()
-        if not self.audited():
+        if not now:
             return None
         self.backward_keys[self.events] = key
         caller = user_frame(2)
@@ -651,9 +655,10 @@ class Watch(ModuleCalls, GradientAccess):
         self.constants.clear()
         if self.draws or self.log_prob_reads:
             self.draws, self.log_prob_reads = {}, {}
-        if self.recording() and not self.done():
+        now = self.audited()
+        if (now or self.audited(self.iteration + 1)) and not self.done():
             copies.snapshot(self)
-        if not self.audited():
+        if not now:
             # every iteration pays this, in proportion to the tensors stepped: one pass in C
             # over their ids, a look at each tensor only until each was seen once
             params = [p for group in opt.param_groups for p in group["params"]]
@@ -719,30 +724,32 @@ class Watch(ModuleCalls, GradientAccess):
         if self.closure_step is not None:
             pending, self.closure_step = self.closure_step, None
             at_step.shared(self, *pending)
-        if self.audited() or self.audited(self.iteration + 1):
+        # which of this iteration and the next two are audited, asked once (every step pays
+        # this, audited or not)
+        i = self.iteration
+        now, next_ = self.audited(), self.audited(i + 1)
+        recording = (now or next_) and not self.done()
+        if now or next_:
             for group in opt.param_groups:
                 for p in group["params"]:
                     if p.requires_grad:
                         self.after_step[id(p)] = (self.last_step_event, p.detach().clone())
         # where iterations begin, in autograd's numbering: needed by the carried rule of the
         # next two iterations only
-        if self.audited(self.iteration + 1) or self.audited(self.iteration + 2):
+        if next_ or self.audited(i + 2):
             self.last_step_seq = current_sequence()
-        self._want_recording_hooks()
+        self._want_recording_hooks(recording)
         if self.hard_suspects and self.hard is None:
             hard.enter(self)
-        if self.made_at is not None and (self.done() or not (
-                self.audited() or self.audited(self.iteration + 1))):
+        if self.made_at is not None and not recording:
             # no audited forward ahead: what waits for one waits off the mode stack, which
             # costs a Python dispatch on every operation of every iteration not audited
             self._stop_lines()
-        if (self.zero_suspects or self.target_lines) and self.made_at is None and \
-                not self.done() and (
-                self.audited() or self.audited(self.iteration + 1)):
+        if (self.zero_suspects or self.target_lines) and self.made_at is None and recording:
             self.made_at = MadeAt()
             self.made_at.__enter__()
         # recorded last (innermost on the mode stack), paused first at the next event
-        if not self.done() and (self.audited() or self.audited(self.iteration + 1)):
+        if recording:
             self.staged.learn(user_frame(2), self.optimizers)
             self.staged.resume(new_call=True)
         else:
