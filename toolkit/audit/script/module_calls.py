@@ -113,7 +113,7 @@ class ModuleCalls(WatchState):
             called = handed_as(frame, spelled) or called
         if id(module) not in self.roots:
             self.roots[id(module)] = (module, called)
-            self._names_now = None
+            self.forget_names()
             if found is not None:
                 self._holder(found[0].func, found[1], frame, module)
         # each name the user's code calls this network by, with or without gradients
@@ -168,4 +168,4 @@ class ModuleCalls(WatchState):
                     m is module for m in value.modules()):
                 if id(value) not in self.holders:
                     self.holders[id(value)] = (value, name)
-                    self._names_now = None
+                    self.forget_names()

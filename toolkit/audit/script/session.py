@@ -261,7 +261,7 @@ class Watch(ModuleCalls, GradientAccess):
 
     def close(self) -> None:
         """The script ended (or was stopped): the rules of the iteration it was in."""
-        self._names_now = None
+        self.forget_names()
         self.staged.close()
         if self.module_hook is not None:
             self.module_hook.remove()
@@ -336,10 +336,12 @@ class Watch(ModuleCalls, GradientAccess):
             self.staged.resume()
 
     def parameter_registered(self, module: nn.Module, name: str, param: object) -> None:
+        self.forget_sizes()
         replaced.noted(self, module, name, param)
         copies.registered(self, param)
 
     def module_registered(self, module: nn.Module, name: str, submodule: object) -> None:
+        self.forget_sizes()
         if self.optimizers:
             replaced.noted_module(self, module, name, submodule)
         copies.registered(self, submodule)
@@ -405,7 +407,7 @@ class Watch(ModuleCalls, GradientAccess):
     def backward(self, tensors: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor] | None):
         """Before a ``backward()``: the iteration's bookkeeping, the stop, the graph read.
         Returns what :meth:`after_backward` needs, or ``None`` when not audited."""
-        self._names_now = None
+        self.forget_names()
         self.staged.pause()
         frame = sys._getframe(2)
         key = self._stack_key(frame)
@@ -628,7 +630,7 @@ class Watch(ModuleCalls, GradientAccess):
     def step(self, opt: torch.optim.Optimizer, closure: Callable | None = None) -> None:
         """``opt.step()`` is about to run (``closure``: the one it was handed, which writes the
         gradient it reads inside the call)."""
-        self._names_now = None
+        self.forget_names()
         self.staged.pause()
         index = self._index(opt)
         self.events += 1

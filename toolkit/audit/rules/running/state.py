@@ -452,6 +452,9 @@ class WatchState:
         # the last cut the dead rule found, with the tensors its input reaches
         self.reach_cache: tuple[Site, set[int]] | None = None
         self._names_now: dict[int, str] | None = None
+        # the networks' sizes, their order and the owner of each tensor, read while neither
+        # script code ran nor a parameter or module was registered (:meth:`forget_names`)
+        self._now: dict[str, Any] = {}
         # optimizer id -> the names its building line saw (see Watch.optimizer_built)
         self.built_scope: dict[int, dict[str, object]] = {}
         # ``Tensor.grad`` as the hooks install it while an iteration is recorded
@@ -493,17 +496,44 @@ class WatchState:
     def done(self) -> bool:
         return self.every is None and self.iteration > self.last_audited + self.follow
 
+    def forget_names(self) -> None:
+        """Script code ran, or a network was first called: :meth:`names`, the networks' order
+        and their tensors' owners are read again when next asked."""
+        self._names_now = None
+        self._now = {}
+
+    def forget_sizes(self) -> None:
+        """A parameter or a module was registered: the networks' sizes, their order and their
+        tensors' owners are read again when next asked."""
+        self._now = {}
+
+    def _size(self, module: nn.Module) -> int:
+        """How many tensors ``module`` registers, counted once until :meth:`forget_sizes`."""
+        sizes = self._now.setdefault("sizes", {})
+        n = sizes.get(id(module))
+        if n is None:
+            n = sizes[id(module)] = sum(1 for _ in module.parameters())
+        return n
+
     def called_networks(self) -> list[tuple[nn.Module, str]]:
-        """The modules the user's code called, largest first."""
-        order = list(self.roots.values())   # an outer call returns after the calls inside it
-        return sorted(order, key=lambda r: (-sum(1 for _ in r[0].parameters()),
-                                            -order.index(r)))
+        """The modules the user's code called, largest first (an outer call returns after
+        the calls inside it: of two as large, the later called first)."""
+        ranked = self._now.get("called")
+        if ranked is None:
+            order = list(self.roots.values())
+            ranked = self._now["called"] = [
+                order[i] for i in sorted(range(len(order)),
+                                         key=lambda i: (-self._size(order[i][0]), -i))]
+        return list(ranked)
 
     def networks(self) -> list[tuple[nn.Module, str]]:
         """The networks the script calls and those that hold them, largest first."""
-        holders = [h for k, h in self.holders.items() if k not in self.roots]
-        return sorted(holders + self.called_networks(),
-                      key=lambda r: -sum(1 for _ in r[0].parameters()))
+        ranked = self._now.get("networks")
+        if ranked is None:
+            holders = [h for k, h in self.holders.items() if k not in self.roots]
+            ranked = self._now["networks"] = sorted(holders + self.called_networks(),
+                                                    key=lambda r: -self._size(r[0]))
+        return list(ranked)
 
     def kept_plainly(self) -> Iterator[Kept]:
         """What the modules of :meth:`networks` keep in plain attributes, where torch does not
@@ -592,7 +622,7 @@ class WatchState:
             if isinstance(value, nn.Module) and not name.startswith("_") and \
                     any(id(m) in called for m in value.modules()):
                 held.append((value, name))
-        return sorted(held, key=lambda r: -sum(1 for _ in r[0].parameters()))
+        return sorted(held, key=lambda r: -self._size(r[0]))
 
     def _held_by_objects(self) -> list[tuple[nn.Module, str]]:
         """The networks that objects of the script's own classes, no modules themselves,
@@ -611,10 +641,14 @@ class WatchState:
         return held
 
     def owner(self, key: int) -> nn.Module | None:
-        for module, _ in self.called_networks():
-            if any(id(p) == key for p in module.parameters()):
-                return module
-        return None
+        """The largest network the user's code called that holds the tensor ``key``."""
+        owners = self._now.get("owners")
+        if owners is None:
+            owners = self._now["owners"] = {}
+            for module, _ in self.called_networks():
+                for p in module.parameters():
+                    owners.setdefault(id(p), module)
+        return owners.get(key)
 
     def add(self, finding: ScriptFinding) -> None:
         made = finding
