@@ -29,11 +29,6 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
-#: the held-out anchors (committed before their rule): each is found as a target carrying
-#: gradient, at its backward, with advice only
-_ANCHOR = ("held out: the anchor bound to the live weights is found as a target at the "
-           "backward, with advice only, not at its binding with a copy")
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -55,12 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    "test_anchor_bound_to_live_weights.py::test_an_anchor_bound_to_the_live_weights_is_named"
-    "_and_copied[ewc-means]": _ANCHOR,
-    "test_anchor_bound_to_live_weights.py::test_an_anchor_bound_to_the_live_weights_is_named"
-    "_and_copied[l2sp-starting-point]": _ANCHOR,
-    "test_anchor_bound_to_live_weights.py::test_an_anchor_bound_to_the_live_weights_is_named"
-    "_and_copied[si-previous-task]": _ANCHOR,
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

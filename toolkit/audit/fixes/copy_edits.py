@@ -16,8 +16,8 @@ from toolkit.audit.record.syntax import (
     syntax_tree,
 )
 
-__all__ = ["copy_at_alias", "copy_registered", "copy_snapshot", "copy_where_shared", "data_copied",
-           "deep_copy_call", "made_per_item"]
+__all__ = ["copy_anchor", "copy_at_alias", "copy_registered", "copy_snapshot", "copy_where_shared",
+           "data_copied", "deep_copy_call", "made_per_item"]
 
 
 def copy_at_alias(path: str, target: str, online: str) -> tuple[int, list[Edit]] | None:
@@ -229,6 +229,64 @@ def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
     if state:
         return node.lineno, _deep_copy(path, node.value, segment(text, node.value))
     return node.lineno, [node_edit(path, v, f"{segment(text, v)}.clone()") for v in views]
+
+
+def copy_anchor(path: str, name: str) -> tuple[int, list[Edit]] | None:
+    """The one assignment to ``name`` (``name = ...``, or to an item of it, ``name[k] = p``) of
+    ``path`` whose value holds tensors themselves where copies were meant (a reference point
+    of a network's weights: L2-SP's start, EWC's means), made to hold copies cut from the
+    graph: ``list(m.parameters())`` -> ``[p.detach().clone() for p in m.parameters()]``,
+    ``dict(m.named_parameters())`` -> ``{n: p.detach().clone() for n, p in ...}``, the item
+    of a comprehension (``{n: p for n, p in ...}``) or the value of an item's assignment
+    (``prev[n] = p``) -> ``p.detach().clone()``. The assignment's line and the edit, or
+    ``None`` where there is no one such assignment."""
+    parsed = syntax_tree(path)
+    if parsed is None:
+        return None
+    tree, text = parsed
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == name:
+            new = _anchor_copied(text, node.value)
+            if new is not None:
+                found.append((node, *new))
+        elif isinstance(target, ast.Subscript) and segment(text, target.value) == name and \
+                isinstance(node.value, ast.Name | ast.Attribute | ast.Subscript):
+            found.append((node, node.value, f"{segment(text, node.value)}.detach().clone()"))
+    if len(found) != 1:
+        return None
+    node, value, new = found[0]
+    return node.lineno, [node_edit(path, value, new)]
+
+
+def _anchor_copied(text: str, value: ast.expr) -> tuple[ast.expr, str] | None:
+    """The part of ``value`` that holds tensors themselves and what holds copies of them
+    instead (see :func:`copy_anchor`), or ``None`` for a value of another form."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in ("list", "tuple", "dict") and len(value.args) == 1 and \
+            not value.keywords and not isinstance(value.args[0], ast.GeneratorExp):
+        items = segment(text, value.args[0])
+        return value, {"list": f"[p.detach().clone() for p in {items}]",
+                       "tuple": f"tuple(p.detach().clone() for p in {items})",
+                       "dict": f"{{n: p.detach().clone() for n, p in {items}}}"}[value.func.id]
+    comp: ast.expr = value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id in ("list", "tuple") and len(value.args) == 1:
+        comp = value.args[0]   # list(p for p in ...): the generator's item
+    if isinstance(comp, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+        item = comp.elt
+    elif isinstance(comp, ast.DictComp):
+        item = comp.value
+    else:
+        return None
+    bound = {n.id for gen in comp.generators for n in ast.walk(gen.target)
+             if isinstance(n, ast.Name)}
+    if not (isinstance(item, ast.Name) and item.id in bound):
+        return None   # an item computed from the loop's variable is no alias of it
+    return item, f"{item.id}.detach().clone()"
 
 
 def copy_registered(path: str, buffer: str) -> tuple[int, list[Edit]] | None:

@@ -7,6 +7,7 @@ gradients switched back on, :mod:`.switch_edits`), registers what an optimizer m
 (:mod:`.where_called`)."""
 
 from toolkit.audit.fixes.copy_edits import (
+    copy_anchor,
     copy_at_alias,
     copy_registered,
     copy_snapshot,
@@ -51,7 +52,7 @@ from toolkit.audit.fixes.switch_edits import (
 from toolkit.audit.fixes.where_called import placed
 
 __all__ = ["as_parameter", "backward_inputs", "buffer_as_parameter", "built_over_each",
-           "call_under_no_grad", "copy_at_alias", "copy_registered", "copy_snapshot",
+           "call_under_no_grad", "copy_anchor", "copy_at_alias", "copy_registered", "copy_snapshot",
            "copy_where_shared", "data_copied", "deep_copy_call", "detach_call", "detach_expression",
            "detach_undone", "edit_at",
            "freeze_removed", "import_edit", "insert_after", "insert_before", "listed_module",

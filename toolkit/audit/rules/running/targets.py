@@ -142,6 +142,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             placed = [(made.pop(), placed[0][1])] if len(made) == 1 else None
         lines = False    # whether the cut waits for the lines of the next forward
         named: tuple[str, ...] = ()    # the names a cut at a call unpacks (``a, b = f(x)``)
+        anchored = None   # the name of a reference point bound to the weights themselves
         if placed is not None:
             sites, edits = [], []
             for s, node in placed:
@@ -150,10 +151,15 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 sites.append(at)
                 edits += [edit] if edit is not None else []
         else:
-            held_at = _held_cut(w, search.nodes[target], search.nodes[compare])
-            read = held_at or _made_cut(w, search.nodes[target], untargeted) or \
+            anchor = _anchored(w, search.nodes[target], stepped, site)
+            held_at = _held_cut(w, search.nodes[target], search.nodes[compare]) \
+                if anchor is None else None
+            read = None if anchor is not None or held_at is not None else \
+                _made_cut(w, search.nodes[target], untargeted) or \
                 _read_cut(w, graph, search.nodes[compare], search.nodes[target])
-            if held_at is not None:
+            if anchor is not None:
+                anchored, sites, edits = anchor[0], [anchor[1]], anchor[2]
+            elif held_at is not None:
                 sites, edits = held_at[0], [held_at[1]]
             elif read is not None:
                 sites, edits = [read[0]], [read[1]]
@@ -178,7 +184,7 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         new_cut = not set(edits) <= set(known)
         edits = list(dict.fromkeys([*known, *edits]))
         called = bound.get(same, ())
-        name = _bound_to(search.nodes[target])
+        name = anchored or _bound_to(search.nodes[target])
         # read as an attribute where it is compared (a named tuple's field, V-trace's
         # ``vtrace_returns.vs``): named as the cut writes it
         dotted = next((e.old for e in edits if e.new == f"{e.old}.detach()" and "." in e.old
@@ -210,10 +216,15 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             f"{w.loss_label(site)} (backward at {site}) "
             f"{'carry' if len(called) > 1 else 'carries'} gradient to "
             f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
-            f"through its own target (a teacher's soft targets, a label the model guessed)",
+            + (f"through its own target: `{anchored}` holds the weights themselves, not copies "
+               f"of them, so each is compared with itself (zero at every step) and pulls "
+               f"toward nothing" if anchored else
+               "through its own target (a teacher's soft targets, a label the model guessed)"),
             keys, called + made_of + tuple(names.get(id(p), "?") for p in tensors),
             at, tuple(edits),
-            advice="compute the target under torch.no_grad(), or .detach() it where it is "
+            advice=f"bind `{anchored}` to copies of the weights (`p.detach().clone()`) "
+                   f"where the reference point is taken" if anchored else
+                   "compute the target under torch.no_grad(), or .detach() it where it is "
                    "made", step=w.step_events, concerned=keys,
             extra={"loses": True, "carried_to": tuple(id(p) for p in tensors)}), lines)
         if not lines:
@@ -227,6 +238,31 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             passes[same] = (w.iteration, found[same][0], called, dict(held))
     _report(w, key, list(found.values()), waiting or [])
     return untargeted
+
+
+def _anchored(w: WatchState, node: Any, stepped: dict[int, int], site: Site | None
+              ) -> tuple[str, Site, list[Edit]] | None:
+    """A stepped tensor that a comparison reads as its own target (``p - p0`` where ``p0`` is
+    ``p``): a reference point of the weights bound to the weights themselves where a copy was
+    meant (L2-SP's starting point, EWC's means, SI's previous task's weights). The name of the
+    one list, tuple or dict of the user's frames that holds it and whose filling the fixes
+    stage makes a copy cut from the graph (:func:`~toolkit.audit.fixes.copy_edits.copy_anchor`),
+    the site of that assignment and its edit; ``None`` otherwise."""
+    tensor = getattr(node, "variable", None)
+    if not isinstance(tensor, torch.Tensor) or id(tensor) not in stepped or site is None:
+        return None
+    found = []
+    for name, value in list(w.scope.items()):
+        items = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, list | tuple) else ()
+        if not name.startswith("_") and any(item is tensor for item in items):
+            fix = w.fixes.copy_anchor(site.path, name)
+            if fix is not None:
+                found.append((name, fix))
+    if len(found) != 1:
+        return None
+    name, (line, edits) = found[0]
+    return name, Site(site.path, line, None), edits
 
 
 def _made_lines(w: WatchState, node: Any) -> tuple[Line, ...]:
