@@ -199,6 +199,20 @@ def _shallow_copied(text: str, value: ast.expr) -> str | None:
     return None
 
 
+def _assigned(tree: ast.Module, text: str, name: str) -> list[tuple[ast.Assign, bool]]:
+    """The assignments of ``tree`` to ``name`` (``name = ...``) or to an item of it
+    (``name[k] = ...``, marked ``True``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if segment(text, target) == name:
+                found.append((node, False))
+            elif isinstance(target, ast.Subscript) and segment(text, target.value) == name:
+                found.append((node, True))
+    return found
+
+
 def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
     """The one assignment to ``name`` (``name = ...``, or to an item of it, ``name[k] = ...``)
     of ``path`` whose value takes views of tensors (``.detach()``, ``.data``,
@@ -212,17 +226,8 @@ def copy_snapshot(path: str, name: str) -> tuple[int, list[Edit]] | None:
     if parsed is None:
         return None
     tree, text = parsed
-    found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-            continue
-        target = node.targets[0]
-        if segment(text, target) != name and not (
-                isinstance(target, ast.Subscript) and segment(text, target.value) == name):
-            continue
-        copied = _copied_views(text, node.value)
-        if copied is not None:
-            found.append((node, copied))
+    found = [(node, copied) for node, _ in _assigned(tree, text, name)
+             if (copied := _copied_views(text, node.value)) is not None]
     if len(found) != 1:
         return None
     node, (state, views) = found[0]
@@ -245,16 +250,12 @@ def copy_anchor(path: str, name: str) -> tuple[int, list[Edit]] | None:
         return None
     tree, text = parsed
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
-            continue
-        target = node.targets[0]
-        if isinstance(target, ast.Name) and target.id == name:
+    for node, item in _assigned(tree, text, name):
+        if not item:
             new = _anchor_copied(text, node.value)
             if new is not None:
                 found.append((node, *new))
-        elif isinstance(target, ast.Subscript) and segment(text, target.value) == name and \
-                isinstance(node.value, ast.Name | ast.Attribute | ast.Subscript):
+        elif isinstance(node.value, ast.Name | ast.Attribute | ast.Subscript):
             found.append((node, node.value, f"{segment(text, node.value)}.detach().clone()"))
     if len(found) != 1:
         return None
