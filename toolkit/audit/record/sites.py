@@ -111,10 +111,9 @@ def _span(frame: FrameType) -> tuple[int, int, int, int] | None:
 
 
 @functools.cache
-@functools.cache
 def _library(path: str) -> bool:
     """Whether a frame of file ``path`` is torch's, the toolkit's or Python's own (the standard
-    library, frozen modules). Asked of every frame of every walk up the stack: once per file."""
+    library, frozen modules)."""
     return (path.startswith(_LIBRARY_PATHS) or path.startswith("<frozen")
             or (path.startswith(STDLIB) and not _installed(path)))
 

@@ -236,10 +236,9 @@ class Watch(ModuleCalls, GradientAccess):
             self.passed_on = {}
         if self.scheduled:
             self.scheduled = set()
-        now = self.audited()
-        if now and not self.prev_audited:
+        if self.audited() and not self.prev_audited:
             self.ledger = Ledger()   # what happened unwatched is one unknown source
-        self._want_recording_hooks((now or self.audited(self.iteration + 1)) and not self.done())
+        self._want_recording_hooks()
 
     def _want_recording_hooks(self, want: bool | None = None) -> None:
         """The hooks that record calls (the module hook, ``Tensor.grad`` as the user's code
@@ -657,10 +656,9 @@ class Watch(ModuleCalls, GradientAccess):
         self.constants.clear()
         if self.draws or self.log_prob_reads:
             self.draws, self.log_prob_reads = {}, {}
-        now = self.audited()
-        if (now or self.audited(self.iteration + 1)) and not self.done():
+        if self.recording() and not self.done():
             copies.snapshot(self)
-        if not now:
+        if not self.audited():
             # every iteration pays this, in proportion to the tensors stepped: one pass in C
             # over their ids, a look at each tensor only until each was seen once
             params = [p for group in opt.param_groups for p in group["params"]]

@@ -500,7 +500,7 @@ class WatchState:
         """Script code ran, or a network was first called: :meth:`names`, the networks' order
         and their tensors' owners are read again when next asked."""
         self._names_now = None
-        self._now = {}
+        self.forget_sizes()
 
     def forget_sizes(self) -> None:
         """A parameter or a module was registered: the networks' sizes, their order and their

@@ -152,11 +152,11 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
                 edits += [edit] if edit is not None else []
         else:
             anchor = _anchored(w, search.nodes[target], stepped, site)
-            held_at = _held_cut(w, search.nodes[target], search.nodes[compare]) \
-                if anchor is None else None
-            read = None if anchor is not None or held_at is not None else \
-                _made_cut(w, search.nodes[target], untargeted) or \
-                _read_cut(w, graph, search.nodes[compare], search.nodes[target])
+            held_at = read = None
+            if anchor is None:
+                held_at = _held_cut(w, search.nodes[target], search.nodes[compare])
+                read = held_at or _made_cut(w, search.nodes[target], untargeted) or \
+                    _read_cut(w, graph, search.nodes[compare], search.nodes[target])
             if anchor is not None:
                 anchored, sites, edits = anchor[0], [anchor[1]], anchor[2]
             elif held_at is not None:
