@@ -53,16 +53,9 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    **{"test_updated_by_hand.py::test_a_bug_of_a_loop_updated_by_hand_is_named_and_its_edit"
-       f"_trains[{case}]": _BY_HAND + why for case, why in (
-           ("word-lm-hidden-not-repackaged", "the carried state's edit is checked at an "
-            "optimizer's step, and none comes"),
-           ("sgld-gradient-not-cleared", "the stale gradient's edit is checked at an "
-            "optimizer's step, and none comes"),
-           ("from-scratch-sgd-gradient-not-cleared", "no edit clears the gradients of tensors "
-            "no optimizer holds"),
-           ("semi-gradient-td-target-trained", "a target is judged at an optimizer's step, "
-            "and none comes"))},
+    "test_updated_by_hand.py::test_a_bug_of_a_loop_updated_by_hand_is_named_and_its_edit"
+    "_trains[semi-gradient-td-target-trained]":
+        _BY_HAND + "a target is judged at an optimizer's step, and none comes",
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

@@ -330,9 +330,10 @@ def _audit(args: argparse.Namespace) -> int:
             f"that begins late); --follow K looks further, --watch EVERY runs it to its end")
     if watch.step_events == 0 and watch.backwards:
         not_checked.append(
-            "no torch optimizer stepped (weights updated by hand?), so nothing was judged at a "
-            "step (leaks, stale or missing gradients, tensors no optimizer steps); only graph "
-            "kept across iterations was checked")
+            "no torch optimizer stepped (weights updated by hand?), so nothing was judged at an "
+            "optimizer's step (leaks, missing gradients, tensors no optimizer steps, targets); "
+            "graph kept across iterations and gradients read twice were checked, at each "
+            "iteration's end")
     meant = taken_as_meant(watch.meant, findings)
     if meant:
         not_checked.append(meant)

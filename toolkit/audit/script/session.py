@@ -196,12 +196,15 @@ class Watch(ModuleCalls, GradientAccess):
         self.prev_audited = self.audited()
         if self.prev_audited:
             unstepped.end_of_iteration(self)
-        self.iteration += 1
-        self.site_events = {}
-        if self.step_events == self.steps_at_start and self.backward_seq:
+        by_hand = self.step_events == self.steps_at_start and bool(self.backward_seq)
+        if by_hand:
             # no optimizer stepped in the iteration that ended (an update by hand, as the
             # word language model's pre-training writes it): it ended at its last backward()
             self.last_step_seq = self.backward_seq
+            self._updated_by_hand()
+        self.updated_by_hand, self.hand_grads = by_hand, {}
+        self.iteration += 1
+        self.site_events = {}
         self.steps_at_start = self.step_events
         self.start_seq[self.iteration] = self.last_step_seq
         self.iteration_began[self.iteration] = self.last_step_event
@@ -240,6 +243,15 @@ class Watch(ModuleCalls, GradientAccess):
             self.ledger = Ledger()   # what happened unwatched is one unknown source
         self._want_recording_hooks()
 
+    def _updated_by_hand(self) -> None:
+        """The iteration ends with no optimizer stepped: its gradients read twice are judged
+        (as at a step), and what its backward() calls left is recorded as its update's."""
+        summed.flush(self)
+        if self.record and self.hand_grads:
+            self.grads.append({"iteration": self.iteration, "optimizer": None, "hand": True,
+                               "grads": self.hand_grads,
+                               "names": {k: k for k in self.hand_grads}, "idle": []})
+
     def _want_recording_hooks(self, want: bool | None = None) -> None:
         """The hooks that record calls (the module hook, ``Tensor.grad`` as the user's code
         reads, clears or writes it) on while an iteration is recorded, off between (``want``:
@@ -271,6 +283,8 @@ class Watch(ModuleCalls, GradientAccess):
         self.constants.clear()
         if self.audited() and self.step_events:
             unstepped.end_of_iteration(self)
+        if self.step_events == self.steps_at_start and self.backward_seq:
+            self._updated_by_hand()   # the last iteration, updated by hand
         dead.settle(self, final=True)
         at_step.settle(self)
         summed.flush(self)
@@ -602,6 +616,15 @@ class Watch(ModuleCalls, GradientAccess):
         source.reversed = reversals.below()
         self.ledger.record(source, leaves, before)
         self.last_backward = source.index
+        if self.record and not by_hand and (not self.optimizers or self.updated_by_hand):
+            # what an update by hand would read, should no optimizer step in this iteration
+            names = self.names()
+            for key in source.wrote:
+                t = leaves.get(key)
+                name = None if t is None or t.grad is None else \
+                    names.get(key) or self.bound_name(t)
+                if name is not None:
+                    self.hand_grads[name] = t.grad.detach().clone()
         if by_hand:
             self.by_hand.append((source, dict(leaves), before))
         else:   # what this backward wrote is its own, not a gradient taken by hand before it

@@ -3,7 +3,9 @@ in the copy, and the copy is audited again in a fresh process from the same seed
 iterations (files it reads are found from the same working folder). The edit holds when the
 finding is gone, nothing new is found, every gradient of every step before the finding's is the
 same (:func:`~toolkit.audit.verify.gradients.same_gradient`), and at that step the tensors it is not about keep their gradient
-while those it is about get one."""
+while those it is about get one. A step is an optimizer's, or an iteration that ends with no
+optimizer stepped (the script updates the weights by hand): its gradients are those its last
+``backward()`` left, keyed by the iteration."""
 
 from __future__ import annotations
 
@@ -192,6 +194,26 @@ def _baseline(script: str, args: list[str], steps: int, cwd: str
     return _baselines[key]
 
 
+def _place(record: dict, i: int) -> tuple[str, int]:
+    """Where the ``i``-th entry of a run's ``grads.pt`` stands among the run's steps: an
+    optimizer's step by its number (``("step", n)``), an iteration updated by hand by the
+    iteration's (``("hand", n)``)."""
+    if record.get("hand"):
+        return "hand", int(record["iteration"])
+    return "step", int(record.get("event", i))
+
+
+def _shown(place: tuple[str, int]) -> str:
+    """A step's place (:func:`_place`) in words."""
+    kind, n = place
+    return f"step {n}" if kind == "step" else f"the update by hand of iteration {n}"
+
+
+def _steps_only(grads: list[dict]) -> list[dict]:
+    """The entries of a run's gradients taken at an optimizer's step."""
+    return [g for g in grads if not g.get("hand")]
+
+
 def _first_step(finding: ScriptFinding, report: dict) -> int:
     """The first step at which ``report`` (an audit of every step) shows ``finding`` (the same
     kind, about the same tensors): where the bug began, watched by the first audit or not (a
@@ -245,7 +267,7 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     if isinstance(ran, str):
         return False, ran
     report, theirs = ran
-    if any(int(g.get("event", i)) != i for i, g in enumerate(grads)):
+    if any(int(g.get("event", i)) != i for i, g in enumerate(_steps_only(grads))):
         # the first audit watched some steps only: steps it did not watch may differ in the
         # edited run (an edit of a later loop changes its first, unwatched, steps), so the
         # comparison is against the unedited script rerun the same way
@@ -275,24 +297,28 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
                 f["kind"], tuple(sorted(map(str, names)))) in named):
             return False, f"the edited script shows a new {f['kind']}: {f.get('message')}"
     # steps are matched by their place among all the script's steps (the first audit may
-    # have watched only some of them; the rerun watches every one up to the finding's)
+    # have watched only some of them; the rerun watches every one up to the finding's); a
+    # finding of an iteration the script updated by hand is checked at that iteration
     s = began
+    start: tuple[str, int] = ("step", s)
+    if any(g.get("hand") and int(g["iteration"]) == finding.iteration for g in grads):
+        start = ("hand", finding.iteration)
     concerned = set(finding.concerned)
     revived = concerned | {k for f in others if f.kind == "dead" for k in f.tensors}
     grads, theirs, renamed = _aligned(grads, theirs)
     if renamed:
         concerned = {renamed.get(k, k) for k in concerned}
         revived = {renamed.get(k, k) for k in revived}
-    theirs_at = {int(g.get("event", i)): g["grads"] for i, g in enumerate(theirs)}
+    theirs_at = {_place(g, i): g["grads"] for i, g in enumerate(theirs)}
     # the tensors whose module ran no forward since their last step, in the edited run (a
     # block stochastic depth dropped at that step): no gradient is their due there
-    idle_at = {int(g.get("event", i)): set(g.get("idle", ())) for i, g in enumerate(theirs)}
-    if s not in theirs_at and s >= need and not again:
+    idle_at = {_place(g, i): set(g.get("idle", ())) for i, g in enumerate(theirs)}
+    if start not in theirs_at and start[0] == "step" and s >= need and not again:
         # the first run counted fewer iterations than it took steps (a loop whose iterations
         # it could not tell apart): the edited run audits as many iterations as there were
         # steps up to the finding's, which each iteration takes one of at least
         return verify(finding, others, script, args, grads, s + 1, cwd, ran_to, again=True)
-    if s not in theirs_at:
+    if start not in theirs_at:
         return False, "the edited script stops before the step the finding is about"
     # a tensor with no gradient before the edit may gain one at any step: one the finding is
     # about (from the first step the bug was there, watched or not), or one another dead
@@ -303,14 +329,15 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     # the first step at which the edit gives a tensor with no gradient one (the fix at work,
     # from the bug's first step, watched or not): after it the runs may part, so the steps
     # are compared up to it, and at it every tensor the edit is not about keeps its gradient
-    at = s
+    at = start
+    order = {_place(g, i): i for i, g in enumerate(grads)}
     for i, g in enumerate(grads):
-        e = int(g.get("event", i))
-        if e > at:
+        e = _place(g, i)
+        if i > order.get(at, -1) and (at[0] == "hand" or e[0] == "hand" or e[1] > at[1]):
             break
         ours, other = g["grads"], theirs_at.get(e)
         if other is None:
-            return False, f"the edited script does not reach step {e}"
+            return False, f"the edited script does not reach {_shown(e)}"
         gained = [k for k in ours if k in revived and dead(ours[k]) and not dead(other.get(k))]
         # or a tensor the edit hands to an optimizer (a parameter group added) steps now
         gained += [k for k in other if k not in ours and not dead(other[k])]
@@ -319,13 +346,13 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
         if finding.extra.get("loses"):
             gained += [k for k in ours if k in concerned and not dead(ours[k])
                        and dead(other.get(k))]
-        if gained or ("*" in concerned and e == s):
+        if gained or ("*" in concerned and e == start):
             at = e
         keys = [k for k in ours if not (e == at and (k in concerned or "*" in concerned))
                 and not (k in revived and dead(ours[k]))]
         bad = _differs([ours[k] for k in keys], [other.get(k) for k in keys])
         if bad is not None:
-            return False, f"the edit changes the gradient of {keys[bad]} at step {e}"
+            return False, f"the edit changes the gradient of {keys[bad]} at {_shown(e)}"
     # an edit that cuts a path that trained them ("loses") is proved by the finding gone:
     # they may still train from another path (the prediction's, for the model that guessed a
     # label); any other edit must reach each tensor it is about now, unless its module did not

@@ -183,6 +183,11 @@ class WatchState:
         # (its update written by hand, ``p.data.add_(p.grad, alpha=-lr)``) ends there
         self.backward_seq = 0
         self.steps_at_start = 0
+        # an iteration updated by hand, recorded as a step of its own: the gradients its
+        # backward() calls left, by the tensors' names (kept while no optimizer exists, or
+        # the iteration before ended with none stepped), and whether the last one was such
+        self.hand_grads: dict[str, torch.Tensor] = {}
+        self.updated_by_hand = False
         self.ledger = Ledger()
         self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
         # tensor id -> (iteration, optimizer index) of the last step that used its gradient
@@ -339,7 +344,9 @@ class WatchState:
         self.masks_named: set[int] = set()
         # the aliases of data filled in place that a finding named: (file, the alias's name)
         self.fills_found: set[tuple[str, str | None]] = set()
-        self.grads: list[dict] = []     # per step event: {"iteration", "optimizer", "grads"}
+        # per step event: {"iteration", "optimizer", "grads", "names", "idle"}; per iteration
+        # updated by hand, the same with "hand": True and no optimizer
+        self.grads: list[dict] = []
         # recorded in audited iterations only
         self.roots: dict[int, tuple[nn.Module, str]] = {}
         self.holders: dict[int, tuple[nn.Module, str]] = {}   # networks the roots are part of

@@ -9,7 +9,9 @@ whose ``zero_grad()`` then misses it (``replaced`` reports that cause).
 The finding is at the read and at the later backward; its edit clears the gradient before that
 backward, by the optimizer (or the network) the backward's caller can name, as the published
 loops do (``model.zero_grad()`` before each example's backward, ``optimizer.zero_grad()``
-before each task's)."""
+before each task's), or by the names of tensors no network holds (``w.grad = b.grad =
+None``). An iteration that ends with no optimizer stepped (the script updates the
+weights by hand) is judged at its end, as a step is."""
 
 from __future__ import annotations
 
@@ -56,10 +58,12 @@ def _clear_text(w: WatchState, src: Source, tensors: list[torch.Tensor]) -> str 
     roots = {names[k].split(".")[0] for k in ids if k in names}
     if len(roots) == 1:
         return f"{roots.pop()}.zero_grad()"
-    # a tensor of no optimizer and no network (a perturbation kept across batches): its
-    # gradient let go by the name the script holds it by
-    if len(tensors) == 1 and (name := w.bound_name(tensors[0])) is not None:
-        return f"{name}.grad = None"
+    # tensors of no optimizer and no network (a perturbation kept across batches, the weights
+    # of a regression written from scratch): their gradients let go by the names the script
+    # holds them by (``w.grad = b.grad = None``)
+    bound = [w.bound_name(t) for t in tensors]
+    if bound and None not in bound:
+        return " = ".join(f"{name}.grad" for name in bound) + " = None"
     return None
 
 
