@@ -29,9 +29,6 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
-#: the held-out loops whose weights the script updates itself (test_updated_by_hand.py)
-_BY_HAND = "held out: a loop updated by hand, with no optimizer: "
-
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -53,9 +50,6 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
-    "test_updated_by_hand.py::test_a_bug_of_a_loop_updated_by_hand_is_named_and_its_edit"
-    "_trains[semi-gradient-td-target-trained]":
-        _BY_HAND + "a target is judged at an optimizer's step, and none comes",
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

@@ -331,9 +331,9 @@ def _audit(args: argparse.Namespace) -> int:
     if watch.step_events == 0 and watch.backwards:
         not_checked.append(
             "no torch optimizer stepped (weights updated by hand?), so nothing was judged at an "
-            "optimizer's step (leaks, missing gradients, tensors no optimizer steps, targets); "
+            "optimizer's step (leaks, missing gradients, tensors no optimizer steps); targets, "
             "graph kept across iterations and gradients read twice were checked, at each "
-            "iteration's end")
+            "iteration")
     meant = taken_as_meant(watch.meant, findings)
     if meant:
         not_checked.append(meant)

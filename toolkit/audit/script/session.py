@@ -202,7 +202,7 @@ class Watch(ModuleCalls, GradientAccess):
             # word language model's pre-training writes it): it ended at its last backward()
             self.last_step_seq = self.backward_seq
             self._updated_by_hand()
-        self.updated_by_hand, self.hand_grads = by_hand, {}
+        self.updated_by_hand, self.hand_grads, self.hand_judged = by_hand, {}, False
         self.iteration += 1
         self.site_events = {}
         self.steps_at_start = self.step_events
@@ -249,7 +249,7 @@ class Watch(ModuleCalls, GradientAccess):
         summed.flush(self)
         if self.record and self.hand_grads:
             self.grads.append({"iteration": self.iteration, "optimizer": None, "hand": True,
-                               "grads": self.hand_grads,
+                               "judged": self.hand_judged, "grads": self.hand_grads,
                                "names": {k: k for k in self.hand_grads}, "idle": []})
 
     def _want_recording_hooks(self, want: bool | None = None) -> None:
@@ -602,6 +602,9 @@ class Watch(ModuleCalls, GradientAccess):
         i = self.iteration
         marks = ((self.start_seq.get(i - 1, 0), self.start_seq.get(i, 0)) if i >= 1
                  else (0, 0))
+        # the rules see a loss only once the recording runs: in a loop updated by hand, from
+        # the second iteration on (no optimizer's construction began it)
+        self.hand_judged = self.staged.rec is not None
         self._judging = True
         try:
             self.staged.judge(tensors, leaves, caller, i, self.step_events, marks,

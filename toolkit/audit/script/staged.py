@@ -214,7 +214,7 @@ class Staged:
                        if isinstance(t, nn.Parameter) and t.requires_grad]
             if not by_hand:
                 return
-            pairing, rules = [{"params": by_hand}], (carried.check, held.check)
+            pairing, rules = [{"params": by_hand}], (targets.check, carried.check, held.check)
         losses = {"loss": roots[0]}
         pairings = {None: pairing}
         stepped = {None: {id(p): p for g in (pairing.param_groups if len(paired) == 1

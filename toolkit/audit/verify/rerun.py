@@ -203,6 +203,18 @@ def _place(record: dict, i: int) -> tuple[str, int]:
     return "step", int(record.get("event", i))
 
 
+def _unseen_before(grads: list[dict], iteration: int) -> int:
+    """The first of the iterations updated by hand, just before ``iteration`` and one after
+    the other, whose loss the step audit's rules did not see (a loop updated by hand is
+    recorded from its second iteration): a bug found at ``iteration`` may have been there
+    already (a target never cut); ``iteration`` itself where there is none."""
+    hand = {int(g["iteration"]): g for g in grads if g.get("hand")}
+    first = iteration
+    while first - 1 in hand and hand[first - 1].get("judged") is False:
+        first -= 1
+    return first
+
+
 def _shown(place: tuple[str, int]) -> str:
     """A step's place (:func:`_place`) in words."""
     kind, n = place
@@ -302,7 +314,7 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     s = began
     start: tuple[str, int] = ("step", s)
     if any(g.get("hand") and int(g["iteration"]) == finding.iteration for g in grads):
-        start = ("hand", finding.iteration)
+        start = ("hand", _unseen_before(grads, finding.iteration))
     concerned = set(finding.concerned)
     revived = concerned | {k for f in others if f.kind == "dead" for k in f.tensors}
     grads, theirs, renamed = _aligned(grads, theirs)

@@ -188,6 +188,7 @@ class WatchState:
         # the iteration before ended with none stepped), and whether the last one was such
         self.hand_grads: dict[str, torch.Tensor] = {}
         self.updated_by_hand = False
+        self.hand_judged = False    # whether the step audit's rules saw this iteration's loss
         self.ledger = Ledger()
         self.last_step_of: dict[int, int] = {}      # tensor id -> event of its last step
         # tensor id -> (iteration, optimizer index) of the last step that used its gradient
