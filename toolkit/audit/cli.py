@@ -332,7 +332,7 @@ def _audit(args: argparse.Namespace) -> int:
         not_checked.append(
             "no torch optimizer stepped (weights updated by hand?), so nothing was judged at an "
             "optimizer's step (leaks, missing gradients, tensors no optimizer steps); targets, "
-            "graph kept across iterations and gradients read twice were checked, at each "
+            "graph kept across iterations and gradients read twice were checked in each audited "
             "iteration")
     meant = taken_as_meant(watch.meant, findings)
     if meant:
