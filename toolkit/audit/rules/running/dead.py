@@ -626,7 +626,9 @@ def _moved(path: str, at: int, cut: str) -> str:
     ``with`` is there (:func:`~toolkit.audit.fixes.switch_edits.out_of_no_grad`)."""
     if S.block_body(path, at):
         return f"the block `{linecache.getline(path, at).strip()}`"
-    return f"`{S.statement_text(path, at)}` under `with {cut}`"
+    # a compound statement (the loop a helper runs its networks in) by its header's line
+    text = S.statement_text(path, at) or linecache.getline(path, at).strip()
+    return f"`{text}` under `with {cut}`"
 
 
 def is_idle(w: WatchState, p: torch.Tensor, owners: dict[int, int]) -> bool:
