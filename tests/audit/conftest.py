@@ -29,6 +29,10 @@ _FIRST_PASS = ("held out: {} is a second loop, and its first pass is iteration {
                "a loop began, so it is not recorded, and the cut is found at the loop's second "
                "pass, {} + 1")
 
+#: networks kept in a plain list, called through a name bound to each in turn
+_LISTED = ("held out: each network of the list is named by the name the script calls it by "
+           "(a loop variable, a name rebound for each new member), which they all share")
+
 _NOT_YET: dict[str, str] = {
     "test_principle_unending_freeze_blind.py::test_a_freeze_that_ends_or_is_meant_for_the_whole"
     "_run_is_no_finding[cnn-static-word-vectors]":
@@ -50,6 +54,14 @@ _NOT_YET: dict[str, str] = {
     "test_principle_truncated_inner_loop.py::test_the_failure_is_found_at_the_first_iteration"
     "_the_loop_is_not_cut[deq-jfb-second-loop]":
         _FIRST_PASS.format("the DEQ's JFB loop", 4, 4),
+    **{"test_networks_held_in_a_list.py::test_tensors_of_networks_held_in_a_list_are_named"
+       f"_by_the_list[{case}]": _LISTED for case in (
+           "boosting-corrective-step-under-no-grad", "deep-ensemble-logits-under-no-grad",
+           "mixture-of-experts-under-no-grad", "stack-of-blocks-input-cut")},
+    "test_networks_held_in_a_list.py::test_a_bug_of_networks_held_in_a_list_gets_an_edit_that"
+    "_trains[mixture-of-experts-under-no-grad]":
+        "held out: the experts' outputs, cut, are weighed by the gate's trained weights into "
+        "the prediction, and are taken for a target the prediction meets in the loss",
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }
