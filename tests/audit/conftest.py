@@ -57,7 +57,7 @@ _NOT_YET: dict[str, str] = {
     **{"test_networks_held_in_a_list.py::test_tensors_of_networks_held_in_a_list_are_named"
        f"_by_the_list[{case}]": _LISTED for case in (
            "boosting-corrective-step-under-no-grad", "deep-ensemble-logits-under-no-grad",
-           "mixture-of-experts-under-no-grad", "stack-of-blocks-input-cut")},
+           "mixture-of-experts-under-no-grad")},
     "test_networks_held_in_a_list.py::test_a_bug_of_networks_held_in_a_list_gets_an_edit_that"
     "_trains[mixture-of-experts-under-no-grad]":
         "held out: the experts' outputs, cut, are weighed by the gate's trained weights into "

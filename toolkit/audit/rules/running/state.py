@@ -577,7 +577,7 @@ class WatchState:
         if self._names_now is not None:
             return self._names_now
         names: dict[int, str] = {}
-        for module, root in [*self._held_by_names(), *self.networks()]:
+        for module, root in self._listed([*self._held_by_names(), *self.networks()]):
             for n, p in module.named_parameters():
                 names.setdefault(id(p), f"{root}.{n}")
         if any(k not in names for k in self.stepped_map()):
@@ -598,6 +598,39 @@ class WatchState:
                     names.setdefault(id(kept.value), kept.name)
         self._names_now = names
         return names
+
+    def _listed(self, roots: list[tuple[nn.Module, str]]) -> list[tuple[nn.Module, str]]:
+        """``roots`` (each network and the name it was called by), those kept in a plain list,
+        tuple or dict of the script's and called by a name bound to each in turn (a loop
+        variable, ``for member in members``; a name rebound for each new member, a boosting
+        stage's ``learner``) named by their place there instead (``members[0]``): the name
+        they were called by is another network's too, or no longer theirs."""
+        called: dict[str, set[int]] = {}
+        for module, root in roots:
+            called.setdefault(root, set()).add(id(module))
+        out = []
+        for module, root in roots:
+            if root.isidentifier() and (len(called[root]) > 1
+                                        or self.scope.get(root) is not module):
+                root = self._element_path(module) or root
+            out.append((module, root))
+        return out
+
+    def _element_path(self, module: nn.Module) -> str | None:
+        """Where a plain list, tuple or dict the script's frames name holds ``module``
+        (``members[0]``, ``experts['a']``), or ``None``."""
+        for name, value in list(self.scope.items()):
+            if name.startswith("_"):
+                continue
+            if isinstance(value, list | tuple):
+                i = next((i for i, v in enumerate(value) if v is module), None)
+                if i is not None:
+                    return f"{name}[{i}]"
+            elif isinstance(value, dict):
+                key = next((k for k, v in value.items() if v is module), None)
+                if isinstance(key, str | int):
+                    return f"{name}[{key!r}]"
+        return None
 
     def bound_name(self, t: torch.Tensor) -> str | None:
         """The name the script's frames hold ``t`` by, at the last audited backward: a name,
