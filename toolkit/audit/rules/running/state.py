@@ -125,6 +125,10 @@ class Replacement:
         return self.module._parameters.get(self.name) is self.new
 
 
+#: the most items of a list, tuple or dict looked through for a network it holds
+_MOST_HELD = 1024
+
+
 class WatchState:
     """The state of one watched run (see :mod:`toolkit.audit.script.session`)."""
 
@@ -620,7 +624,8 @@ class WatchState:
         """Where a plain list, tuple or dict the script's frames name holds ``module``
         (``members[0]``, ``experts['a']``), or ``None``."""
         for name, value in list(self.scope.items()):
-            if name.startswith("_"):
+            if name.startswith("_") or not isinstance(value, list | tuple | dict) or \
+                    len(value) > _MOST_HELD:   # a dataset or a replay buffer holds none
                 continue
             if isinstance(value, list | tuple):
                 i = next((i for i, v in enumerate(value) if v is module), None)
