@@ -338,7 +338,7 @@ def _audit(args: argparse.Namespace) -> int:
     if meant:
         not_checked.append(meant)
     written = written_by_hand(watch.hand_written,
-                              lambda k, t: watch.names().get(k) or watch.bound_name(t))
+                              lambda _, t: watch.name_of(t))
     if written:
         not_checked.append(written)
     unended = never_trained.unended(watch)

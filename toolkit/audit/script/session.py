@@ -196,7 +196,7 @@ class Watch(ModuleCalls, GradientAccess):
         self.prev_audited = self.audited()
         if self.prev_audited:
             unstepped.end_of_iteration(self)
-        by_hand = self.step_events == self.steps_at_start and bool(self.backward_seq)
+        by_hand = self._no_step_yet()
         if by_hand:
             # no optimizer stepped in the iteration that ended (an update by hand, as the
             # word language model's pre-training writes it): it ended at its last backward()
@@ -243,6 +243,11 @@ class Watch(ModuleCalls, GradientAccess):
             self.ledger = Ledger()   # what happened unwatched is one unknown source
         self._want_recording_hooks()
 
+    def _no_step_yet(self) -> bool:
+        """Whether this iteration ran a backward() and no optimizer has stepped in it: where it
+        ends so, the script updated the weights by hand."""
+        return self.step_events == self.steps_at_start and bool(self.backward_seq)
+
     def _updated_by_hand(self) -> None:
         """The iteration ends with no optimizer stepped: its gradients read twice are judged
         (as at a step), and what its backward() calls left is recorded as its update's."""
@@ -283,7 +288,7 @@ class Watch(ModuleCalls, GradientAccess):
         self.constants.clear()
         if self.audited() and self.step_events:
             unstepped.end_of_iteration(self)
-        if self.step_events == self.steps_at_start and self.backward_seq:
+        if self._no_step_yet():
             self._updated_by_hand()   # the last iteration, updated by hand
         dead.settle(self, final=True)
         at_step.settle(self)
@@ -621,11 +626,9 @@ class Watch(ModuleCalls, GradientAccess):
         self.last_backward = source.index
         if self.record and not by_hand and (not self.optimizers or self.updated_by_hand):
             # what an update by hand would read, should no optimizer step in this iteration
-            names = self.names()
             for key in source.wrote:
                 t = leaves.get(key)
-                name = None if t is None or t.grad is None else \
-                    names.get(key) or self.bound_name(t)
+                name = None if t is None or t.grad is None else self.name_of(t)
                 if name is not None:
                     self.hand_grads[name] = t.grad.detach().clone()
         if by_hand:

@@ -345,7 +345,11 @@ def verify(finding: ScriptFinding, others: list[ScriptFinding], script: str, arg
     order = {_place(g, i): i for i, g in enumerate(grads)}
     for i, g in enumerate(grads):
         e = _place(g, i)
-        if i > order.get(at, -1) and (at[0] == "hand" or e[0] == "hand" or e[1] > at[1]):
+        # past the step the comparison ends at: by its place in this run's list, or, where
+        # this run did not record it, by the step's number (an update by hand ends it)
+        past = i > order[at] if at in order else \
+            at[0] == "hand" or e[0] == "hand" or e[1] > at[1]
+        if past:
             break
         ours, other = g["grads"], theirs_at.get(e)
         if other is None:

@@ -637,6 +637,11 @@ class WatchState:
                     return f"{name}[{key!r}]"
         return None
 
+    def name_of(self, t: torch.Tensor) -> str | None:
+        """``t``'s name: as a network's tensor (:meth:`names`), else as the script's frames
+        hold it (:meth:`bound_name`); ``None`` where neither names it."""
+        return self.names().get(id(t)) or self.bound_name(t)
+
     def bound_name(self, t: torch.Tensor) -> str | None:
         """The name the script's frames hold ``t`` by, at the last audited backward: a name,
         a list's or tuple's element (``codes[3]``), a plain object's attribute

@@ -72,11 +72,9 @@ def flush(w: WatchState) -> None:
     read its sum)."""
     if not w.summed:
         return
-    names = w.names()
     for src, reads, found in w.summed.values():
         tensors = list(found.values())
-        keys = tuple(names.get(k) or w.bound_name(t) or f"tensor{i}"
-                     for i, (k, t) in enumerate(found.items()))
+        keys = tuple(w.name_of(t) or f"tensor{i}" for i, t in enumerate(tensors))
         clear = _clear_text(w, src, tensors)
         edit = (w.fixes.insert_before(src.site.path, src.site.line, clear)
                 if clear and src.site is not None else None)

@@ -155,7 +155,8 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             held_at = read = None
             if anchor is None:
                 held_at = _held_cut(w, search.nodes[target], search.nodes[compare])
-                read = held_at or _made_cut(w, search.nodes[target], untargeted) or \
+            if anchor is None and held_at is None:
+                read = _made_cut(w, search.nodes[target], untargeted) or \
                     _read_cut(w, graph, search.nodes[compare], search.nodes[target])
             if anchor is not None:
                 anchored, sites, edits = anchor[0], [anchor[1]], anchor[2]
