@@ -19,9 +19,23 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["Names", "find_modules"]
+__all__ = ["Names", "find_modules", "held_in"]
 
 _MAX_VISITS = 400  # objects looked at when searching a step for modules
+
+#: containers of more items are passed over: a dataset or a replay buffer holds no network
+MOST_HELD = 1024
+
+
+def held_in(name: str, value: Any) -> list[tuple[str, nn.Module]]:
+    """The networks a plain list, tuple or dict named ``name`` holds, each by its place there
+    (``members[0]``, ``experts['a']``); none for another value, or one of over
+    :data:`MOST_HELD` items."""
+    if not isinstance(value, list | tuple | dict) or len(value) > MOST_HELD:
+        return []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return [(f"{name}[{key!r}]", v) for key, v in items
+            if isinstance(v, nn.Module) and isinstance(key, str | int)]
 
 
 def _referenced(fn: types.FunctionType) -> list[tuple[str, Any]]:

@@ -44,7 +44,7 @@ from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import CallWatch
 from toolkit.audit.record.frames import is_user
 from toolkit.audit.record.modes import remove_mode
-from toolkit.audit.record.names import Names
+from toolkit.audit.record.names import Names, held_in
 from toolkit.audit.record.recording import Recording
 from toolkit.audit.result import GROUPS, StepAudit
 from toolkit.audit.rules import carried, constant, held, keys, targets, unrolled
@@ -110,6 +110,7 @@ class Staged:
         tensor of ``optimizers`` (``by_hand``: of those modules, which the script updates
         itself)."""
         before = len(self.names.objects)
+        listed: list[tuple[str, nn.Module]] = []
         for f in user_frames(frame):
             scopes: list[Iterable[tuple[str, Any]]] = [f.f_locals.items()]
             receiver = f.f_locals.get("self") if f.f_code.co_argcount else None
@@ -119,8 +120,16 @@ class Staged:
             scopes.append(f.f_globals.items())
             for scope in scopes:
                 for name, value in list(scope):
-                    if isinstance(value, nn.Module) and not name.startswith("_"):
+                    if name.startswith("_"):
+                        continue
+                    if isinstance(value, nn.Module):
                         self.names.add_module(name, value)
+                    else:
+                        listed.extend(held_in(name, value))
+        # then the networks a plain list, tuple or dict holds (an ensemble's members, a
+        # mixture's experts), by their place there, where no name the frames bind holds them
+        for name, module in listed:
+            self.names.add_module(name, module)
         new = [opt for opt in optimizers if not any(opt is o for o in self.optimizers)]
         self.optimizers.extend(new)
         tensors = [p for opt in new for g in opt.param_groups for p in g["params"]]

@@ -22,6 +22,7 @@ from toolkit.audit.findings import ScriptFinding
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.frames import Site, is_user
 from toolkit.audit.record.ledger import Ledger, Source
+from toolkit.audit.record.names import held_in
 from toolkit.audit.record.tensors import keyed
 from toolkit.audit.rules.running.feedback import Feed
 from toolkit.audit.rules.running.fix_writer import FixWriter
@@ -123,10 +124,6 @@ class Replacement:
         if self.swap is not None:
             return self.module._modules.get(self.swap[0]) is self.swap[1]
         return self.module._parameters.get(self.name) is self.new
-
-
-#: the most items of a list, tuple or dict looked through for a network it holds
-_MOST_HELD = 1024
 
 
 class WatchState:
@@ -623,19 +620,9 @@ class WatchState:
     def _element_path(self, module: nn.Module) -> str | None:
         """Where a plain list, tuple or dict the script's frames name holds ``module``
         (``members[0]``, ``experts['a']``), or ``None``."""
-        for name, value in list(self.scope.items()):
-            if name.startswith("_") or not isinstance(value, list | tuple | dict) or \
-                    len(value) > _MOST_HELD:   # a dataset or a replay buffer holds none
-                continue
-            if isinstance(value, list | tuple):
-                i = next((i for i, v in enumerate(value) if v is module), None)
-                if i is not None:
-                    return f"{name}[{i}]"
-            elif isinstance(value, dict):
-                key = next((k for k, v in value.items() if v is module), None)
-                if isinstance(key, str | int):
-                    return f"{name}[{key!r}]"
-        return None
+        return next((place for name, value in list(self.scope.items())
+                     if not name.startswith("_")
+                     for place, held in held_in(name, value) if held is module), None)
 
     def name_of(self, t: torch.Tensor) -> str | None:
         """``t``'s name: as a network's tensor (:meth:`names`), else as the script's frames
