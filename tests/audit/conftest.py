@@ -58,10 +58,6 @@ _NOT_YET: dict[str, str] = {
        f"_by_the_list[{case}]": _LISTED for case in (
            "boosting-corrective-step-under-no-grad", "deep-ensemble-logits-under-no-grad",
            "mixture-of-experts-under-no-grad")},
-    "test_networks_held_in_a_list.py::test_a_bug_of_networks_held_in_a_list_gets_an_edit_that"
-    "_trains[mixture-of-experts-under-no-grad]":
-        "held out: the experts' outputs, cut, are weighed by the gate's trained weights into "
-        "the prediction, and are taken for a target the prediction meets in the loss",
     "test_truncated_through_a_frozen_model.py::test_a_rollout_cut_through_a_frozen_model"
     "_is_named_and_uncut[latent-imagination]": _OWN_CHECK,
 }

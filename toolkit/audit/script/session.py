@@ -88,6 +88,7 @@ from toolkit.audit.rules.running import (
     truncated,
     unread_cut,
     unstepped,
+    weighed,
     zero_gradient,
     zeroed,
 )
@@ -492,6 +493,7 @@ class Watch(ModuleCalls, GradientAccess):
         meant.note(self, graph.leaves, held)
         truncated.truncated(self, graph.nodes, site, tensors)
         masks.note(self, graph)
+        weighed.note(self, list(tensors), graph)
         unread_cut.unread(self, graph.nodes, held, site)
         step = caller.f_code.co_name if caller is not None else ""
         untargeted = targets.targets(self, searched, site, held, step) \

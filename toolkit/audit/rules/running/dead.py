@@ -25,6 +25,7 @@ from toolkit.audit.record.tensors import storage_of
 from toolkit.audit.result import plural
 from toolkit.audit.rules.running.replaced import old_tensors
 from toolkit.audit.rules.running.state import WatchState
+from toolkit.audit.rules.running.weighed import weighed
 
 #: what to do with tensors an optimizer holds for nothing (a target, an EMA copy)
 _HELD_FOR_NOTHING = "leave them out of the optimizer, or requires_grad_(False) where they are made"
@@ -87,7 +88,7 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
     # off computes is no target but the part meant to train
     trained = any(live and k in owners for k, live in w.ledger.live.items())
     targets = [(k, p) for k, p in dead if _cut_mid_forward(w, p) is None
-               and target_only(w, p, read)] if trained else []
+               and not weighed(w, p) and target_only(w, p, read)] if trained else []
     if targets:
         dead = [(k, p) for k, p in dead if not any(p is q for _, q in targets)]
         w.add(ScriptFinding(
