@@ -16,7 +16,8 @@ late: the options are the manifest's), in a fresh temporary copy of its folder. 
   within 1e-5), and a second audit of the edited script exits 0.
 
 The findings are read from what the command prints: a block per finding that starts with
-``FAIL``, its indented lines ``tensors: a, b``, ``at: FILE:LINE: ...`` and ``edit: FILE:LINE: ...``
+``FAIL``, its indented lines ``tensors: a, b`` (and ``values: c``, the values a cut makes),
+``at: FILE:LINE: ...`` and ``edit: FILE:LINE: ...``
 (and, where ``--record`` wrote one, from ``report.json``). A table gives each case's outcome.
 
     python benchmarks/audit_held_out_scripts.py [--folder PATH] [--case SUBSTRING] [--json PATH]
@@ -101,8 +102,9 @@ def _printed(output: str, name: str) -> list[Finding]:
         elif current is not None and line[:1].isspace() and line.strip():
             current.text += "\n" + line
             body = line.strip()
-            if body.startswith("tensors:"):
-                current.tensors += [t.strip() for t in body[8:].split(",") if t.strip()]
+            if body.startswith(("tensors:", "values:")):
+                listed = body.split(":", 1)[1]
+                current.tensors += [t.strip() for t in listed.split(",") if t.strip()]
         elif line.strip():
             current = None
     for f in findings:
@@ -124,7 +126,8 @@ def _recorded(path: Path, name: str) -> list[Finding]:
             continue
         text = json.dumps(entry)
         tensors = [t for t in entry.get("tensors", []) if isinstance(t, str)]
-        tensors += [t for t in entry.get("names", []) if isinstance(t, str)]
+        tensors += [t for key in ("names", "values") for t in entry.get(key, [])
+                    if isinstance(t, str)]
         lines = _lines(text, name)
         for edit in entry.get("edits", []):
             start = edit.get("start")

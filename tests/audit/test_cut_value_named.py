@@ -1,7 +1,8 @@
-"""A finding about a cut names the value the cut makes, as the script calls it, beside the
-tensors it keeps from the loss: a term made only of a network's output ``.detach()``-ed
-(FreeMatch's fairness mean, Wang et al. 2023) names that mean, made in a helper too, and a network's call under
-``no_grad`` whose stepped tensors no loss reaches names the output it binds."""
+"""A finding about a cut names the value the cut makes, as the script calls it, in its
+``values``, apart from the tensors it keeps from the loss (its ``names``): a term made only of
+a network's output ``.detach()``-ed (FreeMatch's fairness mean, Wang et al. 2023) names that
+mean, made in a helper too, and a network's call under ``no_grad`` whose stepped tensors no
+loss reaches names the output it binds."""
 
 from __future__ import annotations
 
@@ -56,5 +57,6 @@ def test_the_value_a_cut_makes_is_named(tmp_path, body, kind, value):
     code, report = audit(tmp_path, script, "--watch", "1")
     found = [f for f in failures(report) if f["kind"] == kind]
     assert code == 1 and found, report["findings"]
-    assert value in found[0]["names"], found[0]["names"]
+    assert value in found[0]["values"], found[0]["values"]
+    assert value not in found[0]["names"], found[0]["names"]
     assert any(n.startswith("model.") for n in found[0]["names"]), found[0]["names"]

@@ -67,7 +67,8 @@ def test_a_cut_output_weighed_into_the_prediction_is_dead_at_its_cut(tmp_path):
     found = failures(report)
     assert code == 1 and [f["kind"] for f in found] == ["dead"], report["findings"]
     assert any(a.startswith("train.py:13:") for a in found[0]["at"]), found[0]["at"]
-    assert {"encoder.0.weight", "encoder.0.bias"} <= set(found[0]["names"])
+    assert set(found[0]["names"]) == {"encoder.0.weight", "encoder.0.bias"}
+    assert found[0]["values"] == ["feats"]
 
 
 def test_its_edit_takes_the_call_out_of_the_block_and_trains_the_encoder(tmp_path):

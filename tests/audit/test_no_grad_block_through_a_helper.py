@@ -48,5 +48,5 @@ def test_the_term_is_named_at_the_blocks_own_statement(tmp_path):
     code, report = audit(tmp_path, script)
     found = [f for f in failures(report) if f["kind"] == "constant_term"]
     assert code == 1 and found, [f["message"] for f in report["findings"]]
-    assert {"nll_cond", "h"} <= set(found[0]["names"]), found[0]["names"]
+    assert {"nll_cond", "h"} <= set(found[0]["values"]), found[0]["values"]
     assert any(at.startswith("train.py:23:") for at in found[0]["at"]), found[0]["at"]

@@ -508,6 +508,7 @@ class ScriptFinding:
     why_not: str = ""
     cost_bytes: int = 0
     extra: dict = field(default_factory=dict)
+    values: tuple[str, ...] = ()        # the values a cut makes, as the script names them
 
     def __post_init__(self) -> None:
         self.kind = coerce(Kind, self.kind, "ScriptFinding.kind", SCRIPT_KINDS)
@@ -532,8 +533,8 @@ class ScriptFinding:
         return {"kind": str(self.kind), "failure": self.failure, "proof": str(self.proof),
                 "verified": self.verified, "why_not": self.why_not,
                 "iteration": self.iteration, "step": self.step, "message": self.message,
-                "tensors": list(self.tensors), "names": list(self.names), "at": list(self.at),
-                "advice": self.advice,
+                "tensors": list(self.tensors), "names": list(self.names),
+                "values": list(self.values), "at": list(self.at), "advice": self.advice,
                 "edits": [e.to_dict() for e in self.edits]}
 
     def lines(self) -> list[str]:
@@ -544,6 +545,8 @@ class ScriptFinding:
             shown = ", ".join(self.names[:6]) + (f", … ({len(self.names)} in all)"
                                                   if len(self.names) > 6 else "")
             out.append(f"        tensors: {shown}")
+        if self.values:
+            out.append(f"        values:  {', '.join(self.values)}")
         out += [f"        at:   {a}" for a in self.at]
         if self.proof.safe:
             out += [f"        edit: {e}" for e in self.edits]

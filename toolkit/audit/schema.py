@@ -75,6 +75,9 @@ class Finding(_Record):
     tensors: list[str]
     #: their names in the script's modules, where known
     names: list[str] = []
+    #: the values a cut makes, by the names the script binds them to (``logits``, where a
+    #: network's call under ``no_grad`` cuts its tensors off), for a finding about a cut
+    values: list[str] = []
     #: the user's lines it is about (``train.py:42: loss.backward()``)
     at: list[str]
     #: the fix in words, when no edit is verified

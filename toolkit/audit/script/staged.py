@@ -321,10 +321,12 @@ def _joined(first: ScriptFinding, more: ScriptFinding, label: str) -> ScriptFind
     """One finding for the tensors of both (the first's iteration, step and message, the
     message written again for the tensors of both when it names tensors)."""
     names = tuple(dict.fromkeys((*first.names, *more.names)))
-    if names == first.names:
+    values = tuple(dict.fromkeys((*first.values, *more.values)))
+    if names == first.names and values == first.values:
         return first
     concerned = tuple(dict.fromkeys((*first.concerned, *more.concerned)))
     return dataclasses.replace(first, names=names, tensors=names, concerned=concerned,
+                               values=values,
                                message=_message(first.kind, None, label, names,
                                                 first.extra.get("reason", "")))
 
@@ -338,18 +340,11 @@ def _drop_gone() -> None:
             remove_mode(mode)
 
 
-def _names_of(found: Any, graphed: frozenset[str] = frozenset()) -> tuple[str, ...]:
-    """The names of what ``found`` concerns; of a cut, with the values the statements where
-    its fix goes bind, as the script names them, but those the user's frames hold with a
-    graph (``graphed``: a loss made with the cut value, not the value)."""
+def _names_of(found: Any) -> tuple[str, ...]:
+    """The names of what ``found`` concerns."""
     if isinstance(found, ConstantTerm) and found.cut in ("self", ""):
         # the values (a gradient taken without create_graph: its name), what they train
         return (*found.tensors, *found.through)
-    if isinstance(found, ConstantTerm) and found.cut in ("no_grad", "detach"):
-        # a cut: what it would train, and the values cut where the fix goes
-        made = set().union(*(S.assigned_names(line.path, line.number)
-                             for line in found.lines if line.path))
-        return (*found.through, *sorted(made - graphed))
     if isinstance(found, ConstantTerm | CutKeys) and found.cut:   # a cut: what it would train
         return found.through
     for attr in ("parameters", "tensors"):
@@ -363,6 +358,17 @@ def _names_of(found: Any, graphed: frozenset[str] = frozenset()) -> tuple[str, .
     return ()
 
 
+def _values_of(found: Any, graphed: frozenset[str]) -> tuple[str, ...]:
+    """Of a constant term's cut, the values the statements where its fix goes bind, as the
+    script names them, but those the user's frames hold with a graph (``graphed``: a loss
+    made with the cut value, not the value)."""
+    if not (isinstance(found, ConstantTerm) and found.cut in ("no_grad", "detach")):
+        return ()
+    made = set().union(*(S.assigned_names(line.path, line.number)
+                         for line in found.lines if line.path))
+    return tuple(sorted(made - graphed))
+
+
 def _as_script(kind: Kind, found: Any, iteration: int, step: int,
                label: str, graphed: frozenset[str] = frozenset()) -> ScriptFinding | None:
     """A step finding as the script mode reports it: its message, lines, fix and edits; the
@@ -370,7 +376,7 @@ def _as_script(kind: Kind, found: Any, iteration: int, step: int,
     lines = tuple(str(line) for line in getattr(found, "lines", ()) or ())
     if not lines:
         return None
-    names = _names_of(found, graphed) or _state_of(kind, found)
+    names = _names_of(found) or _state_of(kind, found)
     fix = getattr(found, "fix", "") or ""
     # a dead tensor's fix gives it a gradient; a leak's cut changes no stepped gradient; a
     # target's or a carried graph's changes those of the tensors the loss trains
@@ -383,7 +389,7 @@ def _as_script(kind: Kind, found: Any, iteration: int, step: int,
                          tuple(getattr(found, "edits", ()) or ()), advice=fix, step=step,
                          concerned=concerned,
                          extra={"staged": True, "loses": kind is Kind.TARGET,
-                                "reason": reason})
+                                "reason": reason}, values=_values_of(found, graphed))
 
 
 def _state_of(kind: Kind, found: Any) -> tuple[str, ...]:

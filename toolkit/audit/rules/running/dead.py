@@ -165,13 +165,13 @@ def dead(w: WatchState, index: int, event: int, site: Site | None, stepped) -> N
                 "dead", w.iteration,
                 f"no loss reaches {len(hit)} tensors "
                 f"{w.optimizer_text(index, site) or 'the optimizer'} steps: {cut_what} "
-                f"at {cut_site} cuts them off", keys, (*shown, *made),
+                f"at {cut_site} cuts them off", keys, shown,
                 (cut_site.shown(),) + ((site.shown(),) if site else ()), edit,
                 advice=f"remove the cut at {cut_site} if these tensors are meant to train "
                        f"from this loss", step=w.step_events - 1,
                 concerned=tuple(reached_keys(w, cut_site, stepped)) or keys,
                 extra={**({"misplaced": index} if misplaced else {}),
-                       **({"mid_forward": True} if mid_forward else {})}))
+                       **({"mid_forward": True} if mid_forward else {})}, values=tuple(made)))
         else:
             add_dead(w, hit, ScriptFinding(
                 "dead", w.iteration,
