@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.findings import CarriedGraph
+from toolkit.audit.idiom import toolkit_only
 from toolkit.audit.record.emptied import emptyings
 from toolkit.audit.record.recording import is_open_marker
 from toolkit.audit.record.sites import Line
@@ -57,6 +58,11 @@ if TYPE_CHECKING:
     from toolkit.audit.truth.recorded import Found, RecordedStep
 
 __all__ = ["check", "find_carried", "grows_or_fails", "made_of_cuts", "reader_ways", "reset_at"]
+
+
+def _or_cut() -> str:
+    """The toolkit's cut, offered beside ``state.detach()`` where the step is the toolkit's."""
+    return toolkit_only(" (or the toolkit's stop_gradient(state, name=...))")
 
 
 def find_carried(step: RecordedStep, loss: str
@@ -135,11 +141,10 @@ def find_carried(step: RecordedStep, loss: str
                        f"{reset_text(*stored, first_none=bool(way.places))}")
             elif len(way.lines or ()) > 1:
                 fix = (f"cut the state at each of its {len(way.lines or ())} readers before the "
-                       f"step uses it: state.detach() (or the toolkit's stop_gradient(state, "
-                       f"name=...))")
+                       f"step uses it: state.detach(){_or_cut()}")
             else:
                 fix = (f"cut the state where it enters ({entered}) before each step uses it: "
-                       f"state.detach() (or the toolkit's stop_gradient(state, name=...))")
+                       f"state.detach(){_or_cut()}")
             if way.edges and unproved is None:
                 unproved = step.prover.reaches(loss, key, Cut(edges=way.edges))
             options.append(Option(way.places, fix, way.lines, way.needs,

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from toolkit.audit.findings import HeldGraph
+from toolkit.audit.idiom import toolkit_only
 from toolkit.audit.kinds import HeldKind
 from toolkit.audit.record.sites import Line
 from toolkit.audit.record.stores import STORES, container_of
@@ -240,7 +241,8 @@ def find_kept(step: RecordedStep) -> list[HeldGraph]:
         where = f" at {lines[0].file}:{lines[0].number}" if lines else ""
         container = place.path.split("[", 1)[0]
         fix = (f"keep it without its graph where the step stores it in {container}{where}: "
-               f".detach() (or .item() for a number), or stop_gradient(x, name=...); if "
+               f".detach() (or .item() for a number)"
+               f"{toolkit_only(', or stop_gradient(x, name=...)')}; if "
                f"this call's loss reads it back with its graph, cut it where it is read "
                f"instead (not verified by running the edited step)")
         out.append(HeldGraph(

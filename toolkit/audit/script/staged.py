@@ -39,6 +39,7 @@ from torch import nn
 from toolkit.audit.edit import Edit
 from toolkit.audit.findings import ConstantTerm, CutKeys, ScriptFinding, UnrolledLoop, first_names
 from toolkit.audit.fixes.edits import cut_as_seen, skeleton
+from toolkit.audit.idiom import PLAIN_TORCH
 from toolkit.audit.kinds import Kind
 from toolkit.audit.record import syntax as S
 from toolkit.audit.record.calls import CallWatch
@@ -238,7 +239,11 @@ class Staged:
         recorded.namespace = namespace
         if frame is not None:
             recorded.loss_at = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
-        audit = run_rules(recorded, rules)
+        plain = PLAIN_TORCH.set(True)   # the fixes' words in plain torch, as the script is
+        try:
+            audit = run_rules(recorded, rules)
+        finally:
+            PLAIN_TORCH.reset(plain)
         if not audit.ok:
             graphed = frozenset(n for n, v in namespace.items() if isinstance(v, torch.Tensor)
                                 and (v.grad_fn is not None or v.requires_grad))

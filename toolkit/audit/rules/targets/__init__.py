@@ -63,6 +63,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolkit.audit.findings import TrainedTarget
+from toolkit.audit.idiom import toolkit_only
 from toolkit.audit.rules.targets.comparisons import (
     COMPARE,
     COSINE,
@@ -424,8 +425,8 @@ def find_trained_targets(step: RecordedStep, loss: str) -> list[Wanted[TrainedTa
             fix += ("; a critic trained through its own target also moves the target "
                     "(V-trace and GAE returns are constants of the value loss: compute them "
                     "under torch.no_grad())")
-        fix += ("; if the gradient through it is meant (residual gradient), audit with "
-                "allow_trained_target=True")
+        fix += toolkit_only("; if the gradient through it is meant (residual gradient), audit "
+                            "with allow_trained_target=True")
         merged[key] = TrainedTarget(
             loss=loss, optimizer=step.optimizer_of[loss], form=form,
             target=f"{what}{shape_text(shape)}", parameters=params,
