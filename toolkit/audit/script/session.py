@@ -249,6 +249,14 @@ class Watch(ModuleCalls, GradientAccess):
         ends so, the script updated the weights by hand."""
         return self.step_events == self.steps_at_start and bool(self.backward_seq)
 
+    def _by_hand(self, graph) -> dict[int, int]:
+        """Where no optimizer exists: each parameter ``graph`` reaches that requires grad, by
+        ``id``, with the index ``-1`` (no optimizer's); none otherwise."""
+        if self.optimizers:
+            return {}
+        return {k: -1 for k, t in graph.leaves.items()
+                if isinstance(t, nn.Parameter) and t.requires_grad}
+
     def _updated_by_hand(self) -> None:
         """The iteration ends with no optimizer stepped: its gradients read twice are judged
         (as at a step), and what its backward() calls left is recorded as its update's."""
@@ -496,7 +504,9 @@ class Watch(ModuleCalls, GradientAccess):
         weighed.note(self, list(tensors), graph)
         unread_cut.unread(self, graph.nodes, held, site)
         step = caller.f_code.co_name if caller is not None else ""
-        untargeted = targets.targets(self, searched, site, held, step) \
+        # in a script that steps no optimizer (weights updated by hand), the parameters the
+        # loss reaches stand for the stepped ones, as they do for the step audit's rules
+        untargeted = targets.targets(self, searched, site, held or self._by_hand(graph), step) \
             if searched is not None else None
         if searched is not None:
             leak_cause.note(self, searched, set(held), step)
@@ -650,6 +660,10 @@ class Watch(ModuleCalls, GradientAccess):
             # backward does, for the next iteration's forward
             self.staged.learn(user_frame(2), self.optimizers, by_hand=True)
         if self.recording() and not self.done():
+            if not self.optimizers and self.target_lines and self.made_at is None:
+                # the lines of the next forward, for a target waiting to be cut, as after a step
+                self.made_at = MadeAt()
+                self.made_at.__enter__()
             # with no optimizer, what follows a backward() is the next iteration's forward: a
             # new call, as after a step
             self.staged.resume(new_call=not self.optimizers)

@@ -178,6 +178,12 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         held = trains.setdefault(same, {})
         held.update({id(p): (k, p) for i, o in enumerate(w.optimizers)
                      for k, p in keyed(i, o) if id(p) in set(reached)})
+        if not w.optimizers:   # updated by hand: each tensor keyed by its name
+            leaves = {id(v): v for k in met
+                      if isinstance(v := getattr(search.nodes[k], "variable", None), torch.Tensor)}
+            order = sorted((w.name_of(leaves[k]) or "", k) for k in reached)  # not by address
+            held.update({k: (name or f"tensor {i}", leaves[k])
+                         for i, (name, k) in enumerate(order)})
         keys = tuple(k for k, _ in held.values())
         tensors = [p for _, p in held.values()]
         before = found.get(same) or ((passes[same][1], False) if same in passes else None)
@@ -216,7 +222,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
             f" of "
             f"{w.loss_label(site)} (backward at {site}) "
             f"{'carry' if len(called) > 1 else 'carries'} gradient to "
-            f"{plural(len(tensors), 'tensor')} an optimizer steps: the loss trains them "
+            f"{plural(len(tensors), 'tensor')} "
+            f"{'an optimizer steps' if w.optimizers else 'the script updates itself'}: "
+            f"the loss trains them "
             + (f"through its own target: `{anchored}` holds the weights themselves, not copies "
                f"of them, so each is compared with itself (zero at every step) and pulls "
                f"toward nothing" if anchored else
