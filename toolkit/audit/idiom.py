@@ -8,16 +8,10 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-__all__ = ["PLAIN_TORCH", "or_stop_gradient", "toolkit_only"]
+__all__ = ["PLAIN_TORCH", "toolkit_only"]
 
 #: whether the fixes are written for a plain torch script
 PLAIN_TORCH: ContextVar[bool] = ContextVar("plain_torch", default=False)
-
-
-def or_stop_gradient(value: str = "x") -> str:
-    """`` or stop_gradient(x, name=...)``, the toolkit's cut offered beside ``.detach()``;
-    nothing for a plain torch script."""
-    return "" if PLAIN_TORCH.get() else f" or stop_gradient({value}, name=...)"
 
 
 def toolkit_only(text: str) -> str:

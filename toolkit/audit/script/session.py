@@ -96,7 +96,7 @@ from toolkit.audit.rules.running.state import ShallowCopy
 from toolkit.audit.rules.running.zeroed import MadeAt
 from toolkit.audit.script.gradient_access import GradientAccess
 from toolkit.audit.script.module_calls import ModuleCalls
-from toolkit.audit.script.staged import Staged, scope_of, user_frames
+from toolkit.audit.script.staged import Staged, scope_of, updated_by_hand, user_frames
 from toolkit.audit.truth.graph import Graph as StepGraph
 from toolkit.lens.backward_graph import ShortestPaths
 
@@ -254,8 +254,7 @@ class Watch(ModuleCalls, GradientAccess):
         ``id``, with the index ``-1`` (no optimizer's); none otherwise."""
         if self.optimizers:
             return {}
-        return {k: -1 for k, t in graph.leaves.items()
-                if isinstance(t, nn.Parameter) and t.requires_grad}
+        return {id(t): -1 for t in updated_by_hand(graph.leaves)}
 
     def _updated_by_hand(self) -> None:
         """The iteration ends with no optimizer stepped: its gradients read twice are judged
@@ -660,10 +659,8 @@ class Watch(ModuleCalls, GradientAccess):
             # backward does, for the next iteration's forward
             self.staged.learn(user_frame(2), self.optimizers, by_hand=True)
         if self.recording() and not self.done():
-            if not self.optimizers and self.target_lines and self.made_at is None:
-                # the lines of the next forward, for a target waiting to be cut, as after a step
-                self.made_at = MadeAt()
-                self.made_at.__enter__()
+            if not self.optimizers and self.target_lines:
+                self._start_lines()   # for a target waiting to be cut, as after a step
             # with no optimizer, what follows a backward() is the next iteration's forward: a
             # new call, as after a step
             self.staged.resume(new_call=not self.optimizers)
@@ -790,15 +787,20 @@ class Watch(ModuleCalls, GradientAccess):
             # no audited forward ahead: what waits for one waits off the mode stack, which
             # costs a Python dispatch on every operation of every iteration not audited
             self._stop_lines()
-        if (self.zero_suspects or self.target_lines) and self.made_at is None and recording:
-            self.made_at = MadeAt()
-            self.made_at.__enter__()
+        if (self.zero_suspects or self.target_lines) and recording:
+            self._start_lines()
         # recorded last (innermost on the mode stack), paused first at the next event
         if recording:
             self.staged.learn(user_frame(2), self.optimizers)
             self.staged.resume(new_call=True)
         else:
             self.staged.leave()
+
+    def _start_lines(self) -> None:
+        """Follow the lines of the next audited forward (:class:`MadeAt`), once."""
+        if self.made_at is None:
+            self.made_at = MadeAt()
+            self.made_at.__enter__()
 
     def _stop_lines(self) -> None:
         if self.made_at is not None:

@@ -67,6 +67,12 @@ _FAILURES = ("targets", "carried", "unrolled", "held", "constant_terms", "cut_ke
 _RULES = (targets.check, carried.check, unrolled.check, held.check, constant.check, keys.check)
 
 
+def updated_by_hand(leaves: Mapping[int, torch.Tensor]) -> list[torch.Tensor]:
+    """Of the tensors a loss reaches (``leaves``, by ``id``), the parameters that require
+    grad: in a loop no optimizer steps, those stand for the stepped ones."""
+    return [t for t in leaves.values() if isinstance(t, nn.Parameter) and t.requires_grad]
+
+
 def user_frames(frame: FrameType | None) -> list[FrameType]:
     out = []
     while frame is not None:
@@ -220,8 +226,7 @@ class Staged:
             # manual SGD, ``p.data.add_(p.grad, alpha=-lr)``), or there is none. The rules
             # that read the graph alone still hold (a graph carried from an earlier iteration,
             # or kept in a module's state), the parameters it reaches standing for the stepped
-            by_hand = [t for t in leaves.values()
-                       if isinstance(t, nn.Parameter) and t.requires_grad]
+            by_hand = updated_by_hand(leaves)
             if not by_hand:
                 return
             pairing, rules = [{"params": by_hand}], (targets.check, carried.check, held.check)

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from toolkit.audit.idiom import PLAIN_TORCH, or_stop_gradient
+from toolkit.audit.idiom import PLAIN_TORCH
 from toolkit.audit.record.sites import Line
 
 if TYPE_CHECKING:
@@ -290,10 +290,11 @@ class Cut:
         """How each cut can be written: ``torch.no_grad()`` only where every cut is of a
         value where it is made (around a line that reads or hands on a value it would also
         stop the gradient of everything else that line computes)."""
-        if self.texts and all(t.endswith("where it is made") for t in self.texts):
-            return (".detach(), torch.no_grad()" + or_stop_gradient() if not PLAIN_TORCH.get()
-                    else ".detach() or torch.no_grad()")
-        return f".detach(){or_stop_gradient()} of that value"
+        made = bool(self.texts) and all(t.endswith("where it is made") for t in self.texts)
+        if PLAIN_TORCH.get():   # a plain torch script's user is offered plain torch only
+            return ".detach() or torch.no_grad()" if made else ".detach() of that value"
+        return (".detach(), torch.no_grad() or stop_gradient(x, name=...)" if made
+                else ".detach() or stop_gradient(x, name=...) of that value")
 
 
 class Prover:

@@ -343,10 +343,10 @@ class WatchState:
         # masks a loss multiplied into a weight of their shape (:mod:`~.masks`), by id (the
         # tensor held so that its id stays its own), kept over the run; those a finding named
         self.masks: dict[int, torch.Tensor] = {}
+        self.masks_named: set[int] = set()
         # tensors whose cut output a prediction compared with data is made of
         # (:mod:`~.weighed`), by id, with the iteration
         self.weighed_cuts: dict[int, int] = {}
-        self.masks_named: set[int] = set()
         # the aliases of data filled in place that a finding named: (file, the alias's name)
         self.fills_found: set[tuple[str, str | None]] = set()
         # per step event: {"iteration", "optimizer", "grads", "names", "idle"}; per iteration

@@ -124,9 +124,9 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
     trains: dict[tuple, dict[int, tuple]] = {same: dict(v[3]) for same, v in passes.items()}
     for compare, target in edges:
         met = graph.reach([target])
-        reached = sorted({id(v) for k in met
-                          if isinstance(v := getattr(search.nodes[k], "variable", None),
-                                        torch.Tensor)} & set(stepped))
+        leaves = {id(v): v for k in met
+                  if isinstance(v := getattr(search.nodes[k], "variable", None), torch.Tensor)}
+        reached = sorted(set(leaves) & set(stepped))
         if not reached:
             continue
         for k in reached:
@@ -179,8 +179,6 @@ def targets(w: WatchState, graph: StepGraph, site: Site | None,
         held.update({id(p): (k, p) for i, o in enumerate(w.optimizers)
                      for k, p in keyed(i, o) if id(p) in set(reached)})
         if not w.optimizers:   # updated by hand: each tensor keyed by its name
-            leaves = {id(v): v for k in met
-                      if isinstance(v := getattr(search.nodes[k], "variable", None), torch.Tensor)}
             order = sorted((w.name_of(leaves[k]) or "", k) for k in reached)  # not by address
             held.update({k: (name or f"tensor {i}", leaves[k])
                          for i, (name, k) in enumerate(order)})

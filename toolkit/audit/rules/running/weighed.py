@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from toolkit.audit.record.backward import Graph, read_graph
-from toolkit.audit.rules.constant import cut_behind
+from toolkit.audit.rules.constant import SUMMING, cut_behind
 from toolkit.audit.rules.running.state import WatchState
 from toolkit.audit.rules.targets.comparisons import COMPARE, EVEN
 from toolkit.audit.truth.labels import VIEWS
@@ -28,9 +28,6 @@ from toolkit.lens.backward_graph import node_label
 from toolkit.lens.graph_walk import inputs_of
 
 __all__ = ["note", "weighed"]
-
-#: what a loss's head passes on to its terms (sums, means, signs, views)
-_HEAD = frozenset({"Add", "Sub", "Rsub", "Mean", "Sum", "Neg"}) | VIEWS
 
 #: what adds a value to a side of a comparison: a target's term, not the prediction's own
 _ADDING = frozenset({"Add", "Sub", "Rsub", "Neg"}) | VIEWS
@@ -57,7 +54,7 @@ def _predictions(root: object) -> list[object]:
             out.append(below[0])
         elif label in EVEN and len(below) == 1:
             todo.append((below[0], True))
-        elif label in _HEAD or (label in ("Mul", "Div") and len(below) == 1):
+        elif label in SUMMING or (label in ("Mul", "Div") and len(below) == 1):
             todo.extend((n, distance) for n in below)
     return out
 
